@@ -1,0 +1,212 @@
+//! Write a weir publisher as an ordinary Rust function over Arrow
+//! [`RecordBatch`]es, and export it with one macro line:
+//!
+//! ```ignore
+//! use weir_guest::{RecordBatch, Table, Result};
+//!
+//! fn publish(slots: Vec<Vec<RecordBatch>>) -> Result<Vec<Table>> {
+//!     let frames = slots.into_iter().next().unwrap_or_default();
+//!     Ok(match frames.first() {
+//!         Some(first) => vec![Table::from_batches("clicks", first.schema(), frames)?],
+//!         None => vec![],
+//!     })
+//! }
+//!
+//! weir_guest::export_publisher!(publish);
+//! ```
+//!
+//! Build with `cargo build --release --target wasm32-wasip2` (`crate-type =
+//! ["cdylib"]`). The SDK decodes each input frame into one `RecordBatch` and
+//! encodes each returned [`Table`] as Arrow IPC; no plugin writes IPC by hand.
+
+use std::io::Cursor;
+use std::sync::Arc;
+
+pub use arrow_array::{self, RecordBatch};
+pub use arrow_schema::{self, ArrowError, DataType, Field, Schema, SchemaRef};
+pub use arrow_select;
+
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "stream-publisher",
+        pub_export_macro: true,
+        export_macro_name: "__export_stream_publisher",
+        default_bindings_module: "weir_guest::bindings",
+    });
+}
+
+use bindings::weir::publisher::types::OutputTable;
+
+/// Why a publisher returns no output. Either way the batch is not committed and
+/// its offsets do not advance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The input is not something this publisher can handle; retrying the
+    /// same batch will fail the same way.
+    InvalidInput(String),
+    /// Anything else.
+    Failed(String),
+}
+
+impl Error {
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        Self::InvalidInput(message.into())
+    }
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::Failed(message.into())
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::InvalidInput(m) => write!(f, "invalid input: {m}"),
+            Self::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<ArrowError> for Error {
+    fn from(e: ArrowError) -> Self {
+        Self::Failed(e.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// One output table: a name and its rows, as one or more batches of one schema.
+#[derive(Debug, Clone)]
+pub struct Table {
+    name: String,
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+}
+
+impl Table {
+    /// A table of one batch.
+    pub fn new(name: impl Into<String>, batch: RecordBatch) -> Self {
+        Self { name: name.into(), schema: batch.schema(), batches: vec![batch] }
+    }
+
+    /// A table of several batches, which must all have `schema`. Nothing is
+    /// copied: the batches are written one after another.
+    pub fn from_batches(name: impl Into<String>, schema: SchemaRef, batches: Vec<RecordBatch>) -> Result<Self> {
+        let name = name.into();
+        if let Some(i) = batches.iter().position(|b| b.schema() != schema) {
+            return Err(Error::Failed(format!("table `{name}`: batch {i} has a different schema than the table")));
+        }
+        Ok(Self { name, schema, batches })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+    pub fn batches(&self) -> &[RecordBatch] {
+        &self.batches
+    }
+}
+
+/// Lines for the run's log, kept with the execution.
+pub mod log {
+    use crate::bindings::weir::publisher::host::{Level, log};
+
+    pub fn trace(message: &str) {
+        log(Level::Trace, message)
+    }
+    pub fn debug(message: &str) {
+        log(Level::Debug, message)
+    }
+    pub fn info(message: &str) {
+        log(Level::Info, message)
+    }
+    pub fn warn(message: &str) {
+        log(Level::Warn, message)
+    }
+    pub fn error(message: &str) {
+        log(Level::Error, message)
+    }
+}
+
+/// Decodes one frame (an Arrow IPC stream) into one batch, without copying the
+/// column buffers out of the frame.
+fn decode(frame: Vec<u8>) -> Result<RecordBatch> {
+    let mut buffer = arrow_buffer::Buffer::from_vec(frame);
+    let mut decoder = arrow_ipc::reader::StreamDecoder::new();
+    let mut batches = Vec::new();
+    while !buffer.is_empty() {
+        if let Some(batch) = decoder.decode(&mut buffer)? {
+            batches.push(batch);
+        }
+    }
+    decoder.finish()?;
+    let schema = decoder
+        .schema()
+        .ok_or_else(|| Error::invalid_input("a table frame holds no Arrow schema"))?;
+    Ok(match batches.len() {
+        0 => RecordBatch::new_empty(schema),
+        1 => batches.pop().expect("one batch"),
+        _ => arrow_select::concat::concat_batches(&schema, &batches)?,
+    })
+}
+
+fn encode(table: Table) -> Result<OutputTable> {
+    let size: usize = table.batches.iter().map(|b| b.get_array_memory_size()).sum();
+    let mut writer = arrow_ipc::writer::StreamWriter::try_new(Cursor::new(Vec::with_capacity(size + 4096)), &table.schema)?;
+    for batch in &table.batches {
+        writer.write(batch)?;
+    }
+    let data = writer.into_inner()?.into_inner();
+    Ok(OutputTable { name: table.name, data })
+}
+
+#[doc(hidden)]
+pub mod __private {
+    use super::*;
+
+    pub use crate::bindings::Guest;
+    pub use crate::bindings::weir::publisher::types::{OutputTable, PublishError};
+
+    pub type RawResult = std::result::Result<Vec<OutputTable>, PublishError>;
+
+    /// The body of the exported `publish`: decode, call the author's function, encode.
+    pub fn run(slots: Vec<Vec<Vec<u8>>>, publish: impl FnOnce(Vec<Vec<RecordBatch>>) -> Result<Vec<Table>>) -> RawResult {
+        let inner = || -> Result<Vec<OutputTable>> {
+            let slots = slots
+                .into_iter()
+                .map(|slot| slot.into_iter().map(decode).collect::<Result<Vec<_>>>())
+                .collect::<Result<Vec<_>>>()?;
+            publish(slots)?.into_iter().map(encode).collect()
+        };
+        inner().map_err(|e| match e {
+            Error::InvalidInput(m) => PublishError::InvalidInput(m),
+            Error::Failed(m) => PublishError::Failed(m),
+        })
+    }
+
+    pub type Slots = Vec<Vec<Vec<u8>>>;
+    pub type Schema = Arc<arrow_schema::Schema>;
+}
+
+/// Exports `fn(Vec<Vec<RecordBatch>>) -> weir_guest::Result<Vec<Table>>` as this
+/// component's `publish`.
+#[macro_export]
+macro_rules! export_publisher {
+    ($publish:path) => {
+        struct __WeirPublisher;
+
+        impl $crate::__private::Guest for __WeirPublisher {
+            fn publish(slots: $crate::__private::Slots) -> $crate::__private::RawResult {
+                $crate::__private::run(slots, $publish)
+            }
+        }
+
+        $crate::bindings::__export_stream_publisher!(__WeirPublisher with_types_in $crate::bindings);
+    };
+}

@@ -1,0 +1,53 @@
+//! Builds the guest examples and hostile fixtures (their own workspace, for
+//! wasm32-wasip2) so the tests, the benchmark and `weir demo` can load them. The components land in
+//! `<target>/guests/wasm32-wasip2/release/`, outside the source tree; none is
+//! ever committed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let guests = manifest_dir.parent().unwrap().join("guest-examples");
+    let wit = manifest_dir.parent().unwrap().join("wit");
+    println!("cargo:rerun-if-changed={}", guests.display());
+    println!("cargo:rerun-if-changed={}", wit.display());
+
+    // OUT_DIR is <target>/<profile>/build/<pkg>-<hash>/out; the guests get <target>/guests.
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    let target_root = out_dir.ancestors().nth(4).expect("OUT_DIR inside a target directory");
+    let guest_target = target_root.join("guests");
+
+    check_target_installed();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+        .arg(guests.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &guest_target);
+    // The outer build's flags are for the host, not for wasm.
+    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET", "RUSTC_WORKSPACE_WRAPPER"] {
+        cmd.env_remove(var);
+    }
+    let status = cmd.status().expect("running cargo for the guest examples");
+    if !status.success() {
+        panic!("building guest-examples for wasm32-wasip2 failed (see the output above)");
+    }
+    let wasm_dir = guest_target.join("wasm32-wasip2").join("release");
+    println!("cargo:rustc-env=WEIR_GUESTS_DIR={}", wasm_dir.display());
+}
+
+fn check_target_installed() {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = Command::new(rustc).args(["--print", "target-libdir", "--target", "wasm32-wasip2"]).output();
+    let installed = out
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| Path::new(String::from_utf8_lossy(&o.stdout).trim()).exists())
+        .unwrap_or(false);
+    if !installed {
+        panic!(
+            "the wasm32-wasip2 target is not installed, so the test plugins cannot be built.\n\
+             Run `rustup target add wasm32-wasip2` (scripts/setup.sh does it for you)."
+        );
+    }
+}

@@ -1,0 +1,37 @@
+//! The `weir` command line.
+
+mod run_plugin;
+mod units;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "weir", version, about = "Kafka topics into versioned tables, each batch shaped by a sandboxed WebAssembly publisher")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a publisher plugin on local table files: no server, no broker.
+    RunPlugin(run_plugin::Args),
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Aligned tables for people.
+    #[default]
+    Table,
+    /// JSON for scripts.
+    Json,
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::RunPlugin(args) => run_plugin::run(args),
+    }
+}

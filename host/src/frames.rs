@@ -1,0 +1,112 @@
+//! Table frames: Arrow IPC *stream* bytes, the form tables take when they cross
+//! into and out of a plugin.
+
+use std::io::Cursor;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
+use arrow::buffer::Buffer;
+use arrow::ipc::reader::{StreamDecoder, StreamReader};
+use arrow::ipc::writer::StreamWriter;
+
+/// One table, decoded from a frame: its schema and its record batches.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+}
+
+impl Frame {
+    pub fn rows(&self) -> u64 {
+        self.batches.iter().map(|b| b.num_rows() as u64).sum()
+    }
+}
+
+/// Encodes `batches` (all of `schema`) as one IPC stream.
+pub fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<u8>, ArrowError> {
+    let size: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
+    let mut writer = StreamWriter::try_new(Vec::with_capacity(size + 1024), schema)?;
+    for batch in batches {
+        writer.write(batch)?;
+    }
+    writer.into_inner()
+}
+
+/// Decodes one IPC stream.
+pub fn decode(bytes: &[u8]) -> Result<Frame, ArrowError> {
+    let reader = StreamReader::try_new(Cursor::new(bytes), None)?;
+    let schema = reader.schema();
+    let batches = reader.collect::<Result<Vec<_>, _>>()?;
+    Ok(Frame { schema, batches })
+}
+
+/// Decodes one IPC stream it owns, without copying the column buffers: the
+/// batches point into `bytes`.
+pub fn decode_owned(bytes: Vec<u8>) -> Result<Frame, ArrowError> {
+    let mut buffer = Buffer::from_vec(bytes);
+    let mut decoder = StreamDecoder::new();
+    let mut batches = Vec::new();
+    while !buffer.is_empty() {
+        if let Some(batch) = decoder.decode(&mut buffer)? {
+            batches.push(batch);
+        }
+    }
+    decoder.finish()?;
+    let schema = decoder
+        .schema()
+        .ok_or_else(|| ArrowError::IpcError("the stream ends before its schema message".into()))?;
+    Ok(Frame { schema, batches })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    #[test]
+    fn round_trip_keeps_batches_and_empty_tables() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int64Array::from(vec![1, 2])), Arc::new(StringArray::from(vec![Some("a"), None]))],
+        )
+        .unwrap();
+        let frame = decode(&encode(&schema, &[batch.clone(), batch.clone()]).unwrap()).unwrap();
+        assert_eq!(frame.batches, vec![batch.clone(), batch]);
+        assert_eq!(frame.rows(), 4);
+
+        let empty = decode(&encode(&schema, &[]).unwrap()).unwrap();
+        assert_eq!(empty.schema, schema);
+        assert_eq!(empty.rows(), 0);
+    }
+
+    #[test]
+    fn owned_decoding_matches_reading() {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![Some(1), None, Some(3)]))]).unwrap();
+        let bytes = encode(&schema, &[batch.clone(), batch]).unwrap();
+        let (read, owned) = (decode(&bytes).unwrap(), decode_owned(bytes).unwrap());
+        assert_eq!(read.batches, owned.batches);
+        assert_eq!(read.schema, owned.schema);
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert!(decode(b"not arrow").is_err());
+        assert!(decode(b"").is_err());
+        assert!(decode_owned(b"not arrow".to_vec()).is_err());
+        assert!(decode_owned(vec![]).is_err());
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true)]));
+        let mut bytes = encode(&schema, &[]).unwrap();
+        bytes.truncate(bytes.len() - 12);
+        assert!(decode_owned(bytes).is_err(), "a truncated stream is an error");
+    }
+}

@@ -1,0 +1,152 @@
+//! What can go wrong with a plugin, in a user's words.
+//!
+//! Three kinds are kept apart in the types, because they call for different
+//! actions: the component could not be loaded ([`LoadError`], fix the upload);
+//! the plugin itself said no ([`GuestError`], its own message); the sandbox
+//! stopped the plugin ([`Trap`], which limit, with the raw trap as the source).
+
+use std::time::Duration;
+
+use super::limits::{Limits, human_bytes, human_duration};
+use super::log::PluginLog;
+
+/// The component was refused before it ever ran.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("the plugin is {size} bytes, over the {limit}-byte module size limit")]
+    TooLarge { size: usize, limit: usize },
+    #[error("the file is not a WebAssembly component (it does not start with the `\\0asm` magic); build the plugin with `cargo build --release --target wasm32-wasip2`")]
+    NotWasm,
+    #[error("the file is a core WebAssembly module, not a component; build the plugin for the `wasm32-wasip2` target (not `wasm32-unknown-unknown` or `wasm32-wasip1`)")]
+    CoreModule,
+    #[error("the component is malformed: {reason}")]
+    Malformed { reason: String },
+    #[error("the plugin imports `{import}`, which publishers may not use; allowed imports are `{host}` and the WASI 0.2 cli, clocks, io, random and filesystem interfaces", host = super::bindings::HOST_INTERFACE)]
+    ForbiddenImport { import: String },
+    #[error("the component does not implement the `weir:publisher/stream-publisher@0.1.0` world: {reason}; generate its bindings from weir's `wit/` (the weir-guest SDK does)")]
+    WrongWorld { reason: String },
+    #[error("compiled-artifact cache: {0:#}")]
+    Cache(anyhow::Error),
+}
+
+/// The plugin ran to completion and returned `publish-error`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuestError {
+    #[error("the plugin rejected its input: {0}")]
+    InvalidInput(String),
+    #[error("the plugin failed: {0}")]
+    Failed(String),
+}
+
+/// Which limit or fault stopped the plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrapKind {
+    Deadline { limit: Duration },
+    Memory { limit_bytes: u64 },
+    StackOverflow,
+    OutputTooLarge { limit_bytes: usize },
+    Panicked { message: String },
+    Aborted,
+    Exited { code: i32 },
+    Other,
+}
+
+/// The sandbox stopped the plugin. `source()` holds wasmtime's own trap text.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", describe(&self.kind, &self.source))]
+pub struct Trap {
+    pub kind: TrapKind,
+    #[source]
+    pub source: anyhow::Error,
+}
+
+fn describe(kind: &TrapKind, source: &anyhow::Error) -> String {
+    match kind {
+        TrapKind::Deadline { limit } => format!("the plugin exceeded its {} CPU deadline and was stopped", human_duration(*limit)),
+        TrapKind::Memory { limit_bytes } => format!("the plugin exceeded its {} memory limit and was stopped", human_bytes(*limit_bytes)),
+        TrapKind::StackOverflow => "the plugin overflowed its stack (unbounded or too deep recursion) and was stopped".into(),
+        TrapKind::OutputTooLarge { limit_bytes } => format!("the plugin tried to return more than {} of output and was stopped", human_bytes(*limit_bytes as u64)),
+        TrapKind::Panicked { message } => format!("the plugin panicked: {message}"),
+        TrapKind::Aborted => "the plugin aborted (it reached an `unreachable` instruction)".into(),
+        // WASI 0.2 passes only success or failure, so any non-zero code arrives as 1.
+        TrapKind::Exited { code } => format!("the plugin exited (status {code}) instead of returning"),
+        TrapKind::Other => format!("the plugin trapped: {}", source.root_cause()),
+    }
+}
+
+/// The plugin returned, but what it returned cannot be committed.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("output table name {name:?} is invalid: use lowercase letters, digits, `_`, `-` and `.`, starting with a letter or digit, at most 128 characters")]
+    BadName { name: String },
+    #[error("output table `{name}` is not one this publisher declares (declared: {})", declared.join(", "))]
+    Undeclared { name: String, declared: Vec<String> },
+    #[error("output table `{name}` is returned more than once")]
+    Duplicate { name: String },
+    #[error("output table `{name}` is not a valid Arrow IPC stream: {reason}")]
+    BadIpc { name: String, reason: String },
+    #[error("the plugin returned {rows} rows, over the {limit}-row output limit")]
+    TooManyRows { rows: u64, limit: u64 },
+}
+
+/// Why a `publish` call produced no committable output.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Guest(#[from] GuestError),
+    #[error(transparent)]
+    Trap(#[from] Trap),
+    #[error("the plugin's output was refused: {0}")]
+    Output(#[from] OutputError),
+    #[error("could not start the plugin: {0:#}")]
+    Instantiate(anyhow::Error),
+}
+
+/// Names the limit or fault behind a failed call, from wasmtime's error, the
+/// limiter's note, and (for panics) what the plugin wrote to stderr.
+pub(super) fn classify(err: &wasmtime::Error, memory_cap_hit: bool, limits: &Limits, log: &PluginLog) -> TrapKind {
+    if memory_cap_hit {
+        return TrapKind::Memory { limit_bytes: limits.memory_bytes };
+    }
+    if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return TrapKind::Exited { code: exit.0 };
+    }
+    if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
+        return match trap {
+            wasmtime::Trap::Interrupt => TrapKind::Deadline { limit: limits.deadline },
+            wasmtime::Trap::StackOverflow => TrapKind::StackOverflow,
+            wasmtime::Trap::UnreachableCodeReached => match panic_message(&log.stderr()) {
+                Some(message) => TrapKind::Panicked { message },
+                None => TrapKind::Aborted,
+            },
+            _ => TrapKind::Other,
+        };
+    }
+    // wasmtime's hostcall-fuel error type is private; its text is pinned with the version.
+    if err.chain().any(|e| e.to_string().contains("fuel allocated for hostcalls has been exhausted")) {
+        return TrapKind::OutputTooLarge { limit_bytes: limits.output_bytes };
+    }
+    TrapKind::Other
+}
+
+/// The message of the last Rust panic in `stderr`, with its location:
+/// std prints `thread '<name>' panicked at <file>:<line>:<col>:\n<message>`.
+fn panic_message(stderr: &str) -> Option<String> {
+    let start = stderr.rfind("panicked at ")? + "panicked at ".len();
+    let rest = &stderr[start..];
+    let (location, message) = rest.split_once(":\n").unwrap_or((rest, ""));
+    let message = message.split("\nnote: ").next().unwrap_or("").trim();
+    Some(if message.is_empty() { format!("at {location}") } else { format!("{message} (at {location})") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_message_from_std_output() {
+        let stderr = "thread '<unnamed>' panicked at src/lib.rs:7:5:\nboom: 42\nnote: run with `RUST_BACKTRACE=1`";
+        assert_eq!(panic_message(stderr).as_deref(), Some("boom: 42 (at src/lib.rs:7:5)"));
+        assert_eq!(panic_message("nothing here"), None);
+    }
+}

@@ -1,0 +1,109 @@
+//! Turning uploaded bytes into a runnable plugin: size and format checks, the
+//! import allow-list, the world check. Compilation goes through the artifact
+//! cache; a precompiled artifact is never taken from a user (only `\0asm`
+//! component bytes get past [`check_bytes`]).
+
+use wasmtime::Engine;
+use wasmtime::component::{Component, Linker};
+
+use super::bindings::{HOST_INTERFACE, StreamPublisherPre};
+use super::error::LoadError;
+use super::sandbox::Sandbox;
+
+const WASM_MAGIC: [u8; 4] = *b"\0asm";
+/// Bytes 6..8 of the preamble: the layer. Core modules are layer 0, components layer 1.
+const COMPONENT_LAYER: [u8; 2] = [1, 0];
+
+/// Rejects what is plainly not a component, before any parsing.
+pub fn check_bytes(bytes: &[u8], max_size: usize) -> Result<(), LoadError> {
+    if bytes.len() > max_size {
+        return Err(LoadError::TooLarge { size: bytes.len(), limit: max_size });
+    }
+    if bytes.len() < 8 || bytes[..4] != WASM_MAGIC {
+        return Err(LoadError::NotWasm);
+    }
+    if bytes[6..8] != COMPONENT_LAYER {
+        return Err(LoadError::CoreModule);
+    }
+    Ok(())
+}
+
+/// The WASI 0.2 interfaces a publisher may import. Each is served with an empty
+/// context (no files, no environment, no network), but Rust's standard library
+/// links several of them even when a plugin never uses them.
+const WASI_ALLOWED: &[&str] = &[
+    "wasi:cli/environment",
+    "wasi:cli/exit",
+    "wasi:cli/stdin",
+    "wasi:cli/stdout",
+    "wasi:cli/stderr",
+    "wasi:cli/terminal-input",
+    "wasi:cli/terminal-output",
+    "wasi:cli/terminal-stdin",
+    "wasi:cli/terminal-stdout",
+    "wasi:cli/terminal-stderr",
+    "wasi:clocks/monotonic-clock",
+    "wasi:clocks/wall-clock",
+    "wasi:io/error",
+    "wasi:io/poll",
+    "wasi:io/streams",
+    "wasi:random/random",
+    "wasi:random/insecure",
+    "wasi:random/insecure-seed",
+    "wasi:filesystem/types",
+    "wasi:filesystem/preopens",
+];
+
+/// Whether a component may import the interface named `name` (`ns:pkg/iface@version`).
+pub fn import_allowed(name: &str) -> bool {
+    if name == HOST_INTERFACE || name == "weir:publisher/types@0.1.0" {
+        return true;
+    }
+    match name.split_once('@') {
+        Some((interface, version)) => version.starts_with("0.2.") && WASI_ALLOWED.contains(&interface),
+        None => false,
+    }
+}
+
+/// Checks a compiled component against the allow-list and the world, and links it.
+pub fn link(
+    engine: &Engine,
+    linker: &Linker<Sandbox>,
+    component: &Component,
+) -> Result<StreamPublisherPre<Sandbox>, LoadError> {
+    let ty = component.component_type();
+    if let Some((import, _)) = ty.imports(engine).find(|(name, _)| !import_allowed(name)) {
+        return Err(LoadError::ForbiddenImport { import: import.to_string() });
+    }
+    let pre = linker
+        .instantiate_pre(component)
+        .map_err(|e| LoadError::WrongWorld { reason: format!("{e:#}") })?;
+    StreamPublisherPre::new(pre).map_err(|e| LoadError::WrongWorld { reason: format!("{e:#}") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_list() {
+        assert!(import_allowed("weir:publisher/host@0.1.0"));
+        assert!(import_allowed("wasi:cli/environment@0.2.3"));
+        assert!(!import_allowed("wasi:cli/environment@0.3.0"));
+        assert!(!import_allowed("wasi:sockets/tcp@0.2.0"));
+        assert!(!import_allowed("wasi:http/outgoing-handler@0.2.0"));
+        assert!(!import_allowed("weir:publisher/host@0.2.0"));
+        assert!(!import_allowed("evil"));
+    }
+
+    #[test]
+    fn byte_checks() {
+        assert!(matches!(check_bytes(b"hello world", 100), Err(LoadError::NotWasm)));
+        assert!(matches!(check_bytes(b"\0asm", 100), Err(LoadError::NotWasm)));
+        assert!(matches!(check_bytes(b"\0asm\x01\0\0\0", 100), Err(LoadError::CoreModule)));
+        assert!(matches!(check_bytes(b"\0asm\x0d\0\x01\0", 100), Ok(())));
+        assert!(matches!(check_bytes(&[0; 200], 100), Err(LoadError::TooLarge { size: 200, limit: 100 })));
+        // A precompiled artifact (an ELF file) is never accepted.
+        assert!(matches!(check_bytes(b"\x7fELF\x02\x01\x01\0", 100), Err(LoadError::NotWasm)));
+    }
+}

@@ -1,0 +1,91 @@
+//! The state a plugin's `Store` holds: an empty WASI context, the capped log,
+//! and the memory limiter. Nothing here outlives one call.
+
+use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::{Level, weir};
+use super::log::LogSink;
+
+/// Per-call store data.
+pub struct Sandbox {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(super) log: LogSink,
+    pub(super) limiter: Limiter,
+}
+
+impl Sandbox {
+    /// A sandbox with nothing in it: no preopened directories, no environment
+    /// variables, no arguments, no network, stdin closed; stdout and stderr go to
+    /// the call's capped log.
+    pub fn new(log: LogSink, memory_bytes: usize) -> Self {
+        let wasi = WasiCtx::builder()
+            .stdout(log.stdout())
+            .stderr(log.stderr())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        Self { wasi, table: ResourceTable::new(), log, limiter: Limiter::new(memory_bytes) }
+    }
+}
+
+impl WasiView for Sandbox {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl weir::publisher::host::Host for Sandbox {
+    fn log(&mut self, level: Level, message: String) {
+        self.log.log(level.into(), &message);
+    }
+}
+
+impl weir::publisher::types::Host for Sandbox {}
+
+/// wasmtime's [`StoreLimits`] (memory cap, grow failures trap), plus a note of
+/// whether the memory cap is what stopped the plugin, so the error can say so.
+pub struct Limiter {
+    inner: StoreLimits,
+    memory_bytes: usize,
+    pub(super) memory_cap_hit: bool,
+}
+
+/// Tables only hold function references; this is far above what real code uses.
+const TABLE_ELEMENTS: usize = 1 << 20;
+
+impl Limiter {
+    fn new(memory_bytes: usize) -> Self {
+        let inner = StoreLimitsBuilder::new()
+            .memory_size(memory_bytes)
+            .table_elements(TABLE_ELEMENTS)
+            .trap_on_grow_failure(true)
+            .build();
+        Self { inner, memory_bytes, memory_cap_hit: false }
+    }
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.memory_bytes {
+            self.memory_cap_hit = true;
+        }
+        self.inner.memory_growing(current, desired, maximum)
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        self.inner.table_growing(current, desired, maximum)
+    }
+
+    fn instances(&self) -> usize {
+        self.inner.instances()
+    }
+    fn tables(&self) -> usize {
+        self.inner.tables()
+    }
+    fn memories(&self) -> usize {
+        self.inner.memories()
+    }
+}

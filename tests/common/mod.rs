@@ -1,0 +1,135 @@
+//! Helpers shared by the integration tests: the built guest components, a
+//! runtime with a shared artifact cache, and table generators.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BinaryArray, BooleanArray, Date32Array, Float64Array, Int32Array, Int64Array, ListBuilder, RecordBatch,
+    StringArray, StringBuilder, StructArray, TimestampMicrosecondArray,
+};
+use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use weir::frames;
+use weir::plugin::{Runtime, RuntimeConfig};
+
+/// Where host/build.rs put the components built from guest-examples/.
+pub fn guests_dir() -> PathBuf {
+    PathBuf::from(env!("WEIR_GUESTS_DIR"))
+}
+
+/// A guest component by crate name (`read-clicks`, `hostile-panic`, ...).
+pub fn guest_path(name: &str) -> PathBuf {
+    guests_dir().join(format!("{}.wasm", name.replace('-', "_")))
+}
+
+pub fn guest(name: &str) -> Vec<u8> {
+    let path = guest_path(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e} (host/build.rs builds it)", path.display()))
+}
+
+/// A runtime whose artifact cache is shared by all test processes, so each
+/// component is compiled once per test run.
+pub fn runtime() -> Runtime {
+    Runtime::new(RuntimeConfig { cache_dir: Some(shared_cache()), ..RuntimeConfig::default() }).expect("runtime")
+}
+
+pub fn shared_cache() -> PathBuf {
+    guests_dir().join("test-artifact-cache")
+}
+
+/// One Arrow IPC frame of `batches`.
+pub fn frame(batches: &[RecordBatch]) -> Vec<u8> {
+    frames::encode(&batches[0].schema(), batches).expect("encode")
+}
+
+pub fn clicks_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("event_id", DataType::Utf8, false),
+        Field::new("user_id", DataType::Int64, false),
+        Field::new("url", DataType::Utf8, false),
+        Field::new("referrer", DataType::Utf8, true),
+        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())), false),
+        Field::new("duration_ms", DataType::Int64, true),
+        Field::new("country", DataType::Utf8, true),
+        Field::new("device", DataType::Utf8, true),
+    ]))
+}
+
+/// `rows` generated clicks, the same for the same seed.
+pub fn clicks(rows: usize, seed: u64) -> RecordBatch {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let pages = ["/", "/pricing", "/docs", "/docs/quickstart", "/blog/weir", "/signup?plan=pro"];
+    let refs = [None, Some("search"), Some("social")];
+    let countries = ["DE", "FR", "US", "BR", "JP"];
+    let devices = ["desktop", "mobile", "tablet"];
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values((0..rows).map(|i| format!("evt-{seed}-{i}")))),
+        Arc::new(Int64Array::from_iter_values((0..rows).map(|_| rng.random_range(1..1000)))),
+        Arc::new(StringArray::from_iter_values((0..rows).map(|_| pages[rng.random_range(0..pages.len())]))),
+        Arc::new(StringArray::from_iter((0..rows).map(|_| refs[rng.random_range(0..refs.len())]))),
+        Arc::new(
+            TimestampMicrosecondArray::from_iter_values((0..rows as i64).map(|i| 1_795_000_000_000_000 + i * 1_000))
+                .with_timezone("+00:00"),
+        ),
+        Arc::new(Int64Array::from_iter((0..rows).map(|_| rng.random_bool(0.9).then(|| rng.random_range(0..20_000))))),
+        Arc::new(StringArray::from_iter_values((0..rows).map(|_| countries[rng.random_range(0..countries.len())]))),
+        Arc::new(StringArray::from_iter_values((0..rows).map(|_| devices[rng.random_range(0..devices.len())]))),
+    ];
+    RecordBatch::try_new(clicks_schema(), columns).expect("clicks batch")
+}
+
+/// A batch of many column types, with nulls, for round-trip tests.
+pub fn mixed(rows: usize, seed: u64) -> RecordBatch {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut maybe = |p: f64| rng.random_bool(p);
+    let validity: Vec<bool> = (0..rows).map(|_| maybe(0.8)).collect();
+    let opt = |i: usize| validity[i];
+    let mut tags = ListBuilder::new(StringBuilder::new());
+    for i in 0..rows {
+        if opt(i) {
+            for t in 0..(i % 3) {
+                tags.values().append_value(format!("t{t}"));
+            }
+            tags.append(true);
+        } else {
+            tags.append(false);
+        }
+    }
+    let geo_fields = Fields::from(vec![Field::new("lat", DataType::Float64, true), Field::new("lon", DataType::Float64, true)]);
+    let geo = StructArray::new(
+        geo_fields.clone(),
+        vec![
+            Arc::new(Float64Array::from_iter_values((0..rows).map(|i| i as f64 * 0.5))) as ArrayRef,
+            Arc::new(Float64Array::from_iter((0..rows).map(|i| opt(i).then_some(-(i as f64))))),
+        ],
+        None,
+    );
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter((0..rows).map(|i| opt(i).then_some(i as i64 * 7 - 3)))),
+        Arc::new(Int32Array::from_iter_values((0..rows).map(|i| i as i32))),
+        Arc::new(Float64Array::from_iter((0..rows).map(|i| opt(i).then_some(i as f64 / 3.0)))),
+        Arc::new(StringArray::from_iter((0..rows).map(|i| opt(i).then(|| format!("row {i} é")) ))),
+        Arc::new(BooleanArray::from_iter((0..rows).map(|i| opt(i).then_some(i % 2 == 0)))),
+        Arc::new(BinaryArray::from_iter((0..rows).map(|i| opt(i).then(|| vec![i as u8; i % 5])))),
+        Arc::new(Date32Array::from_iter((0..rows).map(|i| opt(i).then_some(20_000 + i as i32)))),
+        Arc::new(TimestampMicrosecondArray::from_iter((0..rows).map(|i| opt(i).then_some(i as i64))).with_timezone("+00:00")),
+        Arc::new(tags.finish()),
+        Arc::new(geo),
+    ];
+    let schema = Schema::new(vec![
+        Field::new("i64", DataType::Int64, true),
+        Field::new("i32", DataType::Int32, false),
+        Field::new("f64", DataType::Float64, true),
+        Field::new("text", DataType::Utf8, true),
+        Field::new("flag", DataType::Boolean, true),
+        Field::new("bytes", DataType::Binary, true),
+        Field::new("day", DataType::Date32, true),
+        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())), true),
+        Field::new("tags", DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))), true),
+        Field::new("geo", DataType::Struct(geo_fields), false),
+    ]);
+    RecordBatch::try_new(Arc::new(schema), columns).expect("mixed batch")
+}

@@ -1,0 +1,165 @@
+//! The plugin runtime with real guests: tables go in and come back as they
+//! should, and the example plugins do what they say, row by row.
+
+mod common;
+
+use std::sync::Arc;
+
+use arrow::array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow::compute::concat_batches;
+use weir::plugin::{Limits, LogLevel, LogSource, OutputError, RunError};
+
+use common::{clicks, frame, guest, mixed, runtime};
+
+fn all_rows(batches: &[RecordBatch]) -> RecordBatch {
+    concat_batches(&batches[0].schema(), batches).expect("concat")
+}
+
+#[test]
+fn passthrough_returns_every_frame_unchanged() {
+    let rt = runtime();
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    // Many frames in one slot: several sizes, one frame of two batches, one empty batch.
+    let inputs: Vec<Vec<RecordBatch>> = vec![
+        vec![mixed(1, 1)],
+        vec![mixed(1000, 2)],
+        vec![mixed(0, 3)],
+        vec![mixed(17, 4), mixed(33, 5)],
+        vec![mixed(4096, 6)],
+    ];
+    let slot: Vec<Vec<u8>> = inputs.iter().map(|batches| frame(batches)).collect();
+    let run = rt.publish(&plugin, &[slot], &Limits::default(), None);
+    let tables = run.outcome.expect("passthrough succeeds");
+    assert_eq!(tables.len(), 1);
+    assert_eq!(tables[0].name, "clicks");
+    let expected: Vec<RecordBatch> = inputs.into_iter().flatten().collect();
+    assert_eq!(all_rows(&tables[0].frame.batches), all_rows(&expected));
+    assert_eq!(tables[0].frame.schema, mixed(0, 0).schema());
+}
+
+#[test]
+fn passthrough_of_random_batches_round_trips() {
+    let rt = runtime();
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    for seed in 0..20u64 {
+        let rows = [0, 1, 2, 63, 64, 65, 1000][seed as usize % 7];
+        let batch = mixed(rows, seed);
+        let run = rt.publish(&plugin, &[vec![frame(&[batch.clone()])]], &Limits::default(), None);
+        let tables = run.outcome.unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_eq!(tables[0].frame.rows(), rows as u64, "seed {seed}");
+        if rows > 0 {
+            assert_eq!(all_rows(&tables[0].frame.batches), batch, "seed {seed}");
+        }
+    }
+}
+
+#[test]
+fn an_empty_slot_yields_no_tables() {
+    let rt = runtime();
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    let run = rt.publish(&plugin, &[vec![]], &Limits::default(), None);
+    assert!(run.outcome.unwrap().is_empty());
+}
+
+#[test]
+fn clicks_enrich_filters_derives_and_renames_row_by_row() {
+    let rt = runtime();
+    let plugin = rt.load(&guest("clicks-enrich")).unwrap();
+    let input = clicks(500, 42);
+    let run = rt.publish(&plugin, &[vec![frame(&[input.clone()])]], &Limits::default(), Some(&["clicks".to_string()]));
+    let tables = run.outcome.expect("enrich succeeds");
+    let out = all_rows(&tables[0].frame.batches);
+
+    let schema = out.schema();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names, ["event_id", "user_id", "url", "section", "referrer", "clicked_at", "duration_ms", "country", "device"]);
+
+    // Recompute the expectation row by row from the input.
+    let col = |b: &RecordBatch, name: &str| b.column_by_name(name).unwrap().clone();
+    let durations = col(&input, "duration_ms");
+    let durations = durations.as_any().downcast_ref::<Int64Array>().unwrap();
+    let urls = col(&input, "url");
+    let urls = urls.as_any().downcast_ref::<StringArray>().unwrap();
+    let ids = col(&input, "event_id");
+    let ids = ids.as_any().downcast_ref::<StringArray>().unwrap();
+    let ts = col(&input, "ts");
+    let ts = ts.as_any().downcast_ref::<TimestampMicrosecondArray>().unwrap();
+    let kept: Vec<usize> = (0..input.num_rows()).filter(|&i| durations.is_valid(i) && durations.value(i) >= 100).collect();
+    assert!(kept.len() < input.num_rows() && !kept.is_empty(), "the data must exercise the filter");
+    assert_eq!(out.num_rows(), kept.len());
+
+    let out_ids = col(&out, "event_id");
+    let out_ids = out_ids.as_any().downcast_ref::<StringArray>().unwrap();
+    let sections = col(&out, "section");
+    let sections = sections.as_any().downcast_ref::<StringArray>().unwrap();
+    let clicked_at = col(&out, "clicked_at");
+    let clicked_at = clicked_at.as_any().downcast_ref::<TimestampMicrosecondArray>().unwrap();
+    for (row, &i) in kept.iter().enumerate() {
+        assert_eq!(out_ids.value(row), ids.value(i));
+        let expected_section = match urls.value(i) {
+            "/" => "home",
+            "/docs" | "/docs/quickstart" => "docs",
+            "/pricing" => "pricing",
+            "/blog/weir" => "blog",
+            "/signup?plan=pro" => "signup",
+            other => panic!("unexpected url {other}"),
+        };
+        assert_eq!(sections.value(row), expected_section, "row {row}");
+        assert_eq!(clicked_at.value(row), ts.value(i));
+    }
+
+    let line = &run.log.lines[0];
+    assert_eq!((line.level, line.source), (LogLevel::Info, LogSource::Log));
+    assert_eq!(line.message, format!("kept {} of 500 clicks ({} bounces dropped)", kept.len(), 500 - kept.len()));
+}
+
+#[test]
+fn clicks_enrich_rejects_input_without_its_columns() {
+    let rt = runtime();
+    let plugin = rt.load(&guest("clicks-enrich")).unwrap();
+    let run = rt.publish(&plugin, &[vec![frame(&[mixed(10, 1)])]], &Limits::default(), None);
+    let err = run.outcome.unwrap_err();
+    assert!(matches!(err, RunError::Guest(_)), "{err:?}");
+    assert_eq!(err.to_string(), "the plugin rejected its input: clicks need a `duration_ms` column of type Int64");
+}
+
+#[test]
+fn undeclared_output_tables_are_refused() {
+    let rt = runtime();
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    let run = rt.publish(&plugin, &[vec![frame(&[clicks(5, 1)])]], &Limits::default(), Some(&["events".to_string()]));
+    let err = run.outcome.unwrap_err();
+    assert!(matches!(err, RunError::Output(OutputError::Undeclared { .. })), "{err:?}");
+    assert_eq!(err.to_string(), "the plugin's output was refused: output table `clicks` is not one this publisher declares (declared: events)");
+}
+
+#[test]
+fn the_row_limit_is_enforced_per_call() {
+    let rt = runtime();
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    let limits = Limits { output_rows: 99, ..Limits::default() };
+    let run = rt.publish(&plugin, &[vec![frame(&[clicks(100, 1)])]], &limits, None);
+    let err = run.outcome.unwrap_err();
+    assert_eq!(err.to_string(), "the plugin's output was refused: the plugin returned 100 rows, over the 99-row output limit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_run_off_the_reactor_and_concurrently() {
+    let rt = Arc::new(runtime());
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    let mut calls = Vec::new();
+    for seed in 0..8 {
+        let slots = Arc::new(vec![vec![frame(&[clicks(256, seed)])]]);
+        calls.push(tokio::spawn({
+            let (rt, plugin) = (rt.clone(), plugin.clone());
+            async move { rt.publish_blocking(plugin, slots, Limits::default(), None).await }
+        }));
+    }
+    // The reactor stays free while the calls run: a timer still fires.
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    for (seed, call) in calls.into_iter().enumerate() {
+        let run = call.await.unwrap();
+        let tables = run.outcome.unwrap();
+        assert_eq!(all_rows(&tables[0].frame.batches), clicks(256, seed as u64));
+    }
+}

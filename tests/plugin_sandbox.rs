@@ -1,0 +1,171 @@
+//! Hostile plugins: each is stopped with an error that names what it did, and
+//! the very next normal call on the same runtime succeeds.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use weir::plugin::{Limits, LoadError, Run, RunError, Runtime, TrapKind};
+
+use common::{clicks, frame, guest, runtime};
+
+/// Runs a hostile fixture on a one-frame batch.
+fn run_hostile(rt: &Runtime, name: &str, limits: &Limits) -> Run {
+    let plugin = rt.load(&guest(name)).unwrap_or_else(|e| panic!("loading {name}: {e}"));
+    rt.publish(&plugin, &[vec![frame(&[clicks(3, 1)])]], limits, None)
+}
+
+/// The runtime is unharmed: a normal plugin still runs on it.
+fn assert_next_call_succeeds(rt: &Runtime) {
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    let run = rt.publish(&plugin, &[vec![frame(&[clicks(10, 2)])]], &Limits::default(), None);
+    let tables = run.outcome.expect("a normal call after a hostile one succeeds");
+    assert_eq!(tables[0].frame.rows(), 10);
+}
+
+fn trap_kind(run: &Run) -> &TrapKind {
+    match &run.outcome {
+        Err(RunError::Trap(trap)) => &trap.kind,
+        other => panic!("expected a trap, got {other:?}"),
+    }
+}
+
+fn message(run: &Run) -> String {
+    run.outcome.as_ref().err().expect("the call fails").to_string()
+}
+
+#[test]
+fn infinite_loop_hits_the_cpu_deadline() {
+    let rt = runtime();
+    let limits = Limits { deadline: Duration::from_millis(300), ..Limits::default() };
+    let started = Instant::now();
+    let run = run_hostile(&rt, "hostile-infinite-loop", &limits);
+    assert_eq!(trap_kind(&run), &TrapKind::Deadline { limit: Duration::from_millis(300) });
+    assert_eq!(message(&run), "the plugin exceeded its 300 ms CPU deadline and was stopped");
+    // Not a timing assertion of speed: only that the plugin was stopped at all, long before a test timeout.
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_next_call_succeeds(&rt);
+}
+
+#[test]
+fn memory_bomb_hits_the_memory_limit() {
+    let rt = runtime();
+    let limits = Limits { memory_bytes: 64 << 20, ..Limits::default() };
+    let run = run_hostile(&rt, "hostile-memory-bomb", &limits);
+    assert_eq!(trap_kind(&run), &TrapKind::Memory { limit_bytes: 64 << 20 });
+    assert_eq!(message(&run), "the plugin exceeded its 64 MiB memory limit and was stopped");
+    assert_next_call_succeeds(&rt);
+}
+
+#[test]
+fn deep_recursion_overflows_the_stack() {
+    let rt = runtime();
+    let run = run_hostile(&rt, "hostile-deep-recursion", &Limits::default());
+    assert_eq!(trap_kind(&run), &TrapKind::StackOverflow);
+    assert_eq!(message(&run), "the plugin overflowed its stack (unbounded or too deep recursion) and was stopped");
+    assert_next_call_succeeds(&rt);
+}
+
+#[test]
+fn returning_a_gibibyte_is_output_too_large() {
+    let rt = runtime();
+    // Memory enough to build the 1 GiB answer, so the output limit is what stops it.
+    let limits = Limits { memory_bytes: 2 << 30, output_bytes: 64 << 20, ..Limits::default() };
+    let run = run_hostile(&rt, "hostile-huge-output", &limits);
+    assert_eq!(trap_kind(&run), &TrapKind::OutputTooLarge { limit_bytes: 64 << 20 });
+    assert_eq!(message(&run), "the plugin tried to return more than 64 MiB of output and was stopped");
+    assert_next_call_succeeds(&rt);
+}
+
+#[test]
+fn a_gibibyte_answer_within_the_default_memory_limit_is_a_memory_error() {
+    let rt = runtime();
+    let run = run_hostile(&rt, "hostile-huge-output", &Limits::default());
+    assert_eq!(trap_kind(&run), &TrapKind::Memory { limit_bytes: 256 << 20 });
+    assert_next_call_succeeds(&rt);
+}
+
+#[test]
+fn panic_reports_its_message() {
+    let rt = runtime();
+    let run = run_hostile(&rt, "hostile-panic", &Limits::default());
+    let TrapKind::Panicked { message } = trap_kind(&run) else { panic!("{:?}", run.outcome) };
+    assert!(message.starts_with("cannot handle a batch of 1 slots (at "), "{message}");
+    assert!(message.ends_with("src/lib.rs:10:9)"), "{message}");
+    // The raw panic text is kept in the plugin's log too.
+    assert!(run.log.stderr().contains("cannot handle a batch of 1 slots"));
+    assert_next_call_succeeds(&rt);
+}
+
+#[test]
+fn abort_is_reported_as_an_abort() {
+    let rt = runtime();
+    let run = run_hostile(&rt, "hostile-abort", &Limits::default());
+    assert_eq!(trap_kind(&run), &TrapKind::Aborted);
+    assert_eq!(message(&run), "the plugin aborted (it reached an `unreachable` instruction)");
+    assert_next_call_succeeds(&rt);
+}
+
+#[test]
+fn exit_is_reported_with_its_code() {
+    let rt = runtime();
+    let run = run_hostile(&rt, "hostile-exit", &Limits::default());
+    // WASI 0.2 carries only success or failure: exit(3) arrives as status 1.
+    assert_eq!(trap_kind(&run), &TrapKind::Exited { code: 1 });
+    assert_eq!(message(&run), "the plugin exited (status 1) instead of returning");
+    assert_next_call_succeeds(&rt);
+}
+
+#[test]
+fn environment_and_arguments_are_empty() {
+    assert!(std::env::vars().count() > 0, "the host itself has an environment");
+    let rt = runtime();
+    let run = run_hostile(&rt, "hostile-read-env", &Limits::default());
+    assert_eq!(message(&run), "the plugin failed: saw 0 env vars [], 0 args []");
+    assert_next_call_succeeds(&rt);
+}
+
+#[test]
+fn files_can_be_neither_read_nor_written() {
+    let rt = runtime();
+    let cwd = std::env::current_dir().unwrap();
+    let run = run_hostile(&rt, "hostile-open-file", &Limits::default());
+    let message = message(&run);
+    assert!(message.starts_with("the plugin failed: read: Err("), "{message}");
+    assert!(message.contains("; write: Err("), "{message}");
+    assert!(message.contains("; list: Err("), "{message}");
+    assert!(!cwd.join("escape.txt").exists());
+    assert_next_call_succeeds(&rt);
+}
+
+#[test]
+fn a_plugin_that_opens_sockets_is_refused_at_load() {
+    let rt = runtime();
+    let err = rt.load(&guest("hostile-open-socket")).err().expect("refused");
+    let LoadError::ForbiddenImport { import } = &err else { panic!("{err:?}") };
+    assert!(import.starts_with("wasi:sockets/"), "{import}");
+    assert!(err.to_string().starts_with(&format!("the plugin imports `{import}`, which publishers may not use")));
+    assert_next_call_succeeds(&rt);
+}
+
+#[test]
+fn threads_cannot_be_spawned() {
+    let rt = runtime();
+    let run = run_hostile(&rt, "hostile-spawn-thread", &Limits::default());
+    let message = message(&run);
+    assert!(message.starts_with("the plugin failed: spawn: Err("), "{message}");
+    assert!(message.contains("Unsupported"), "{message}");
+    assert_next_call_succeeds(&rt);
+}
+
+#[test]
+fn the_log_cap_drops_lines_without_failing_the_call() {
+    // The log cap is a limit of its own: a tiny cap still lets a normal plugin succeed.
+    let rt = runtime();
+    let plugin = rt.load(&guest("clicks-enrich")).unwrap();
+    let limits = Limits { log_bytes: 8, ..Limits::default() };
+    let run = rt.publish(&plugin, &[vec![frame(&[clicks(50, 1)])]], &limits, None);
+    assert!(run.outcome.is_ok());
+    assert!(run.log.lines.is_empty());
+    assert!(run.log.dropped_bytes > 0);
+}

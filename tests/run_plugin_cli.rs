@@ -1,0 +1,169 @@
+//! `weir run-plugin` as a user runs it: a real process, real files, and the
+//! parquet it writes read back by an independent reader (pyarrow).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use weir::frames::Frame;
+
+use common::{clicks, guest_path, shared_cache};
+
+fn weir(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .env("WEIR_CACHE_DIR", shared_cache())
+        .output()
+        .expect("running weir")
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn sample(name: &str) -> String {
+    repo().join("guest-examples/data").join(name).display().to_string()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Writes a clicks table as parquet and as an Arrow IPC file, for inputs.
+fn write_inputs(dir: &Path) -> (String, String) {
+    let batch = clicks(100, 9);
+    let frame = Frame { schema: batch.schema(), batches: vec![batch.clone()] };
+    let parquet = dir.join("more.parquet");
+    let file = std::fs::File::create(&parquet).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, frame.schema.clone(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    let arrow = dir.join("more.arrow");
+    let mut writer = arrow::ipc::writer::FileWriter::try_new(std::fs::File::create(&arrow).unwrap(), &frame.schema).unwrap();
+    writer.write(&batch).unwrap();
+    writer.finish().unwrap();
+    (parquet.display().to_string(), arrow.display().to_string())
+}
+
+#[test]
+fn read_clicks_on_three_formats_writes_parquet_that_pyarrow_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (parquet, arrow) = write_inputs(dir.path());
+    let out_dir = dir.path().join("out");
+    let plugin = guest_path("read-clicks").display().to_string();
+    let jsonl = sample("clicks.jsonl");
+    let schema = sample("clicks.json");
+    let out = weir(&[
+        "run-plugin", &plugin, "--input", &jsonl, "--input", &parquet, "--input", &arrow,
+        "--schema", &schema, "--output-dir", out_dir.to_str().unwrap(), "--output", "json",
+    ]);
+    assert!(out.status.success(), "stdout: {}\nstderr: {}", text(&out.stdout), text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(report["inputs"].as_array().unwrap().len(), 3);
+    let outputs = report["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 1);
+    assert_eq!(outputs[0]["name"], "clicks");
+    assert_eq!(outputs[0]["rows"], 440);
+    assert_eq!(outputs[0]["columns"], 8);
+    assert!(report["plugin"]["digest"].as_str().unwrap().starts_with("sha256:"));
+
+    // An independent reader: pyarrow must read what we wrote, with the same rows.
+    let script = r#"
+import sys, pyarrow.parquet as pq
+t = pq.read_table(sys.argv[1])
+ids = t.column("event_id").to_pylist()
+print(t.num_rows, t.num_columns, ids[0], ids[240], str(t.schema.field("ts").type), t.column("user_id").null_count)
+"#;
+    let parquet_out = out_dir.join("clicks.parquet");
+    let py = Command::new("python3").arg("-c").arg(script).arg(&parquet_out).output().expect("python3");
+    assert!(py.status.success(), "pyarrow could not read {}: {} (scripts/setup.sh installs pyarrow)", parquet_out.display(), text(&py.stderr));
+    assert_eq!(text(&py.stdout).trim(), "440 8 evt-00000 evt-9-0 timestamp[us, tz=+00:00] 0");
+}
+
+#[test]
+fn table_output_shows_outputs_and_the_plugin_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = guest_path("clicks-enrich").display().to_string();
+    let out = weir(&[
+        "run-plugin", &plugin, "-i", &sample("clicks.jsonl"), "--schema", &sample("clicks.json"),
+        "--output-dir", dir.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("output:"), "{stdout}");
+    let row = stdout.lines().find(|l| l.trim_start().starts_with("clicks ")).expect("an output row");
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[2], "9", "columns: {row}");
+    assert!(stdout.contains("plugin log:"), "{stdout}");
+    assert!(stdout.contains(&format!("info  log    kept {} of 240 clicks", cells[1])), "{stdout}");
+    assert!(dir.path().join("clicks.parquet").exists());
+}
+
+#[test]
+fn a_failing_plugin_exits_non_zero_with_the_error_and_no_backtrace() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = guest_path("hostile-panic").display().to_string();
+    let out = weir(&["run-plugin", &plugin, "-i", &sample("clicks.jsonl"), "--output-dir", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("error: the plugin panicked: cannot handle a batch of 1 slots (at "), "{stderr}");
+    assert!(!stderr.contains("stack backtrace"), "{stderr}");
+    assert!(!dir.path().join("clicks.parquet").exists());
+
+    let json = weir(&["run-plugin", &plugin, "-i", &sample("clicks.jsonl"), "--output-dir", dir.path().to_str().unwrap(), "--output", "json"]);
+    assert_eq!(json.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(report["error"].as_str().unwrap().starts_with("the plugin panicked: "), "{report}");
+    assert!(report["log"]["lines"].as_array().unwrap().iter().any(|l| l["source"] == "stderr"));
+}
+
+#[test]
+fn limits_are_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = guest_path("hostile-infinite-loop").display().to_string();
+    let out = weir(&[
+        "run-plugin", &plugin, "-i", &sample("clicks.jsonl"), "--output-dir", dir.path().to_str().unwrap(),
+        "--deadline", "150ms",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("error: the plugin exceeded its 150 ms CPU deadline and was stopped"), "{}", text(&out.stderr));
+
+    let plugin = guest_path("hostile-memory-bomb").display().to_string();
+    let out = weir(&["run-plugin", &plugin, "-i", &sample("clicks.jsonl"), "--output-dir", dir.path().to_str().unwrap(), "--memory-limit", "32MiB"]);
+    assert!(text(&out.stderr).contains("error: the plugin exceeded its 32 MiB memory limit and was stopped"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn inputs_that_are_not_what_their_extension_says_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = guest_path("read-clicks").display().to_string();
+    let out_dir = dir.path().join("out");
+    let cases = [
+        ("fake.parquet", "{\"a\": 1}\n", "not a readable parquet file"),
+        ("fake.arrow", "this is text", "not a readable Arrow IPC file"),
+        ("fake.jsonl", "{\"a\": 1}\n{oops\n", "not a readable newline-delimited JSON file"),
+        ("fake.csv", "a,b\n1,2\n", "unknown input format; use a .parquet, .arrow (Arrow IPC) or .jsonl/.ndjson"),
+    ];
+    for (name, content, expected) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, content).unwrap();
+        let out = weir(&["run-plugin", &plugin, "-i", path.to_str().unwrap(), "--output-dir", out_dir.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.starts_with("error: ") && stderr.contains(expected), "{name}: {stderr}");
+        assert!(stderr.contains(name), "the error names the file: {stderr}");
+    }
+}
+
+#[test]
+fn a_file_that_is_not_a_plugin_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("plugin.wasm");
+    std::fs::write(&fake, b"not wasm at all").unwrap();
+    let out = weir(&["run-plugin", fake.to_str().unwrap(), "-i", &sample("clicks.jsonl"), "--output-dir", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("loading plugin") && stderr.contains("is not a WebAssembly component"), "{stderr}");
+}
