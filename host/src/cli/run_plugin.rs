@@ -108,9 +108,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Read every input before loading the plugin, so a bad file fails fast.
     let mut inputs = Vec::new();
     let mut frames = Vec::new();
-    for path in &args.inputs {
+    for (i, path) in args.inputs.iter().enumerate() {
         let frame = input::read(path, schema.as_ref())?;
-        inputs.push(table_report(path.display().to_string(), &frame, path.clone()));
+        inputs.push(table_report(format!("frame {i}"), &frame, path.clone()));
         frames.push(frames::encode(&frame.schema, &frame.batches).with_context(|| format!("encoding {}", path.display()))?);
     }
 
@@ -196,10 +196,10 @@ fn print(report: &Report, output: Output) -> anyhow::Result<()> {
             println!("plugin  {} ({how} in {:.1} ms)", report.plugin.digest, report.plugin.load_ms);
             println!("        instantiate {:.0} µs, publish {:.2} ms", report.timing.instantiate_us, report.timing.call_ms);
             println!();
-            print_tables("input (slot 0)", &report.inputs, "FILE");
+            print_tables("input (slot 0)", &report.inputs, "FRAME", "FILE");
             if report.error.is_none() {
                 println!();
-                print_tables("output", &report.outputs, "WRITTEN TO");
+                print_tables("output", &report.outputs, "TABLE", "WRITTEN TO");
             }
             print_log(&report.log);
             if let Some(error) = &report.error {
@@ -210,14 +210,14 @@ fn print(report: &Report, output: Output) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_tables(title: &str, tables: &[TableReport], file_header: &str) {
+fn print_tables(title: &str, tables: &[TableReport], name_header: &str, file_header: &str) {
     if tables.is_empty() {
         println!("{title}: no tables");
         return;
     }
     println!("{title}:");
     let mut table = Table::new();
-    table.load_style(NOTHING).set_header(["  TABLE", "ROWS", "COLUMNS", file_header]);
+    table.load_style(NOTHING).set_header([format!("  {name_header}").as_str(), "ROWS", "COLUMNS", file_header]);
     for t in tables {
         table.add_row([format!("  {}", t.name), t.rows.to_string(), t.columns.to_string(), t.file.display().to_string()]);
     }

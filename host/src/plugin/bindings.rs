@@ -6,8 +6,8 @@ wasmtime::component::bindgen!({
     world: "stream-publisher",
 });
 
-pub use weir::publisher::host::Level;
-pub use weir::publisher::types::{OutputTable as RawOutputTable, PublishError as RawPublishError};
+pub use self::weir::publisher::host::Level;
+pub use self::weir::publisher::types::{OutputTable as RawOutputTable, PublishError as RawPublishError};
 
 /// The package the host serves; a component's own import of the host interface
 /// must name exactly this version.
