@@ -1,11 +1,24 @@
 //! weir: Kafka topics into versioned tables, each batch shaped by a sandboxed
 //! WebAssembly publisher.
 //!
-//! Modules follow the data: `input` reads local table files, `frames` is the
-//! Arrow IPC form tables take across the plugin boundary, `plugin` runs the
-//! sandboxed publisher.
+//! Modules follow the data: `source` (what a publisher reads, and when a batch
+//! closes), `consume` (Kafka), `buffer` (the open batch and rollover), `decode`
+//! (messages to Arrow rows), `stage` (parquet files), `dead_letters`, `plugin`
+//! (the sandboxed publisher), `catalog` (versions and offsets, committed
+//! together); `worker` runs them in that order. `frames` is the Arrow IPC form
+//! tables take across the plugin boundary; `input` reads local table files for
+//! `weir run-plugin`; `schema` turns JSON Schema into Arrow.
 
+pub mod buffer;
+pub mod catalog;
+pub mod consume;
+pub mod dead_letters;
+pub mod embedded_broker;
+pub mod decode;
 pub mod frames;
 pub mod input;
 pub mod plugin;
 pub mod schema;
+pub mod source;
+pub mod stage;
+pub mod worker;

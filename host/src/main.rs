@@ -6,6 +6,11 @@ mod cli;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
+    // Logs go to stderr; RUST_LOG=weir=info shows the pipeline at work.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
     match cli::run(args) {
         Ok(code) => code,
         Err(err) => {

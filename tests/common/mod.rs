@@ -2,6 +2,8 @@
 //! runtime with a shared artifact cache, and table generators.
 #![allow(dead_code)]
 
+pub mod stream;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

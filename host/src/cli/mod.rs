@@ -1,5 +1,6 @@
 //! The `weir` command line.
 
+mod demo;
 mod run_plugin;
 mod units;
 
@@ -16,6 +17,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The whole pipeline on an embedded Kafka broker: produce sample clicks,
+    /// publish them with the read-clicks plugin, show what was committed.
+    Demo(demo::Args),
     /// Run a publisher plugin on local table files: no server, no broker.
     RunPlugin(run_plugin::Args),
 }
@@ -32,6 +36,7 @@ pub enum Output {
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Demo(args) => demo::run(args),
         Command::RunPlugin(args) => run_plugin::run(args),
     }
 }

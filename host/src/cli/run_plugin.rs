@@ -7,9 +7,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use arrow::datatypes::SchemaRef;
 use comfy_table::{Table, presets::NOTHING};
-use parquet::arrow::ArrowWriter;
-use parquet::basic::Compression;
-use parquet::file::properties::WriterProperties;
 use serde::Serialize;
 
 use weir::frames::{self, Frame};
@@ -163,24 +160,10 @@ fn write_outputs(dir: &Path, tables: &[OutputTable]) -> anyhow::Result<Vec<Table
         .map(|table| {
             // Table names are checked by the runtime, so they are safe file names.
             let path = dir.join(format!("{}.parquet", table.name));
-            write_parquet(&path, &table.frame).with_context(|| format!("writing {}", path.display()))?;
+            weir::stage::write_parquet(&path, &table.frame.schema, &table.frame.batches).with_context(|| format!("writing {}", path.display()))?;
             Ok(table_report(table.name.clone(), &table.frame, path))
         })
         .collect()
-}
-
-/// Writes a table as one parquet file, via a temporary name so a failure never
-/// leaves a truncated file under the real one.
-pub fn write_parquet(path: &Path, frame: &Frame) -> anyhow::Result<()> {
-    let tmp = path.with_extension("parquet.tmp");
-    let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
-    let mut writer = ArrowWriter::try_new(std::fs::File::create(&tmp)?, frame.schema.clone(), Some(props))?;
-    for batch in &frame.batches {
-        writer.write(batch)?;
-    }
-    writer.close()?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
 }
 
 fn print(report: &Report, output: Output) -> anyhow::Result<()> {

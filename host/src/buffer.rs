@@ -1,0 +1,217 @@
+//! The open batch: messages buffered per partition until a rollover closes it,
+//! and the node-wide memory budget shared by every worker.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use tokio::time::Instant;
+
+use crate::catalog::PartitionRange;
+use crate::decode::RawMessage;
+use crate::source::{Rollover, RolloverReason};
+
+/// Messages of one partition in the open batch.
+#[derive(Debug)]
+struct PartitionBuffer {
+    messages: Vec<RawMessage>,
+    /// The catalog's next offset for this partition when the batch began.
+    expected: Option<i64>,
+}
+
+/// The open batch.
+#[derive(Debug, Default)]
+pub struct Buffer {
+    partitions: BTreeMap<i32, PartitionBuffer>,
+    bytes: u64,
+    messages: u64,
+    /// When the batch's first message arrived: the time rollover counts from here.
+    opened_at: Option<Instant>,
+}
+
+/// A closed batch, ready to decode.
+#[derive(Debug)]
+pub struct ClosedBatch {
+    pub reason: RolloverReason,
+    pub ranges: Vec<PartitionRange>,
+    pub messages: Vec<RawMessage>,
+    pub bytes: u64,
+}
+
+impl Buffer {
+    pub fn is_empty(&self) -> bool {
+        self.messages == 0
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn len(&self) -> u64 {
+        self.messages
+    }
+
+    /// Adds a message; `expected` is the catalog's offset for its partition.
+    pub fn push(&mut self, message: RawMessage, expected: Option<i64>, now: Instant) {
+        self.opened_at.get_or_insert(now);
+        self.bytes += message.size() as u64;
+        self.messages += 1;
+        self.partitions
+            .entry(message.partition)
+            .or_insert_with(|| PartitionBuffer { messages: Vec::new(), expected })
+            .messages
+            .push(message);
+    }
+
+    /// When the time rollover fires, if anything is buffered.
+    pub fn deadline(&self, rollover: &Rollover) -> Option<Instant> {
+        self.opened_at.map(|t| t + rollover.time)
+    }
+
+    /// The first threshold that has tripped, if any. An empty buffer never closes.
+    pub fn due(&self, rollover: &Rollover, now: Instant) -> Option<RolloverReason> {
+        if self.is_empty() {
+            return None;
+        }
+        if rollover.messages.is_some_and(|n| self.messages >= n) {
+            return Some(RolloverReason::Messages);
+        }
+        if rollover.size_bytes.is_some_and(|b| self.bytes >= b) {
+            return Some(RolloverReason::Size);
+        }
+        if self.deadline(rollover).is_some_and(|d| now >= d) {
+            return Some(RolloverReason::Time);
+        }
+        None
+    }
+
+    /// Closes the batch, leaving the buffer empty.
+    pub fn close(&mut self, reason: RolloverReason) -> ClosedBatch {
+        let bytes = self.bytes;
+        let partitions = std::mem::take(&mut self.partitions);
+        *self = Self::default();
+        let mut ranges = Vec::with_capacity(partitions.len());
+        let mut messages = Vec::new();
+        for (partition, buffer) in partitions {
+            let first = buffer.messages.first().map_or(0, |m| m.offset);
+            let last = buffer.messages.last().map_or(0, |m| m.offset);
+            ranges.push(PartitionRange { partition, first, last, expected: buffer.expected });
+            messages.extend(buffer.messages);
+        }
+        ClosedBatch { reason, ranges, messages, bytes }
+    }
+
+    /// Forgets what was buffered for `partitions` (revoked: another worker re-reads them).
+    pub fn drop_partitions(&mut self, partitions: &[i32]) {
+        for p in partitions {
+            if let Some(dropped) = self.partitions.remove(p) {
+                self.messages -= dropped.messages.len() as u64;
+                self.bytes -= dropped.messages.iter().map(|m| m.size() as u64).sum::<u64>();
+            }
+        }
+        if self.messages == 0 {
+            self.opened_at = None;
+        }
+    }
+}
+
+/// Bytes buffered by every worker on this node, against one limit. When the
+/// total passes it, the worker holding the largest buffer closes its batch early.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    limit: u64,
+    used: Mutex<HashMap<u64, u64>>,
+}
+
+impl MemoryBudget {
+    pub fn new(limit: u64) -> Self {
+        Self { limit, used: Mutex::new(HashMap::new()) }
+    }
+
+    /// Records `worker`'s buffered bytes; true when the node is over budget and
+    /// `worker` holds the largest buffer, so it should close its batch now.
+    pub fn update(&self, worker: u64, bytes: u64) -> bool {
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        used.insert(worker, bytes);
+        let total: u64 = used.values().sum();
+        total > self.limit && used.values().all(|other| *other <= bytes)
+    }
+
+    pub fn release(&self, worker: u64) {
+        self.used.lock().unwrap_or_else(|e| e.into_inner()).remove(&worker);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn msg(partition: i32, offset: i64, bytes: usize) -> RawMessage {
+        RawMessage { partition, offset, timestamp: None, key: None, payload: Some(vec![b'x'; bytes]), headers: vec![] }
+    }
+
+    const ROLLOVER: Rollover = Rollover { time: Duration::from_secs(10), size_bytes: Some(1000), messages: Some(5) };
+
+    #[test]
+    fn each_threshold_alone() {
+        let t0 = Instant::now();
+        let mut b = Buffer::default();
+        assert_eq!(b.due(&ROLLOVER, t0 + Duration::from_secs(3600)), None, "an empty buffer never closes");
+        b.push(msg(0, 0, 10), None, t0);
+        assert_eq!(b.due(&ROLLOVER, t0), None);
+        assert_eq!(b.due(&ROLLOVER, t0 + Duration::from_secs(10)), Some(RolloverReason::Time));
+
+        let mut b = Buffer::default();
+        for i in 0..5 {
+            b.push(msg(0, i, 1), None, t0);
+        }
+        assert_eq!(b.due(&ROLLOVER, t0), Some(RolloverReason::Messages));
+
+        let mut b = Buffer::default();
+        b.push(msg(0, 0, 999), None, t0);
+        assert_eq!(b.due(&ROLLOVER, t0), None);
+        b.push(msg(1, 0, 1), None, t0);
+        assert_eq!(b.due(&ROLLOVER, t0), Some(RolloverReason::Size));
+    }
+
+    #[test]
+    fn closing_reports_ranges_per_partition_and_empties_the_buffer() {
+        let t0 = Instant::now();
+        let mut b = Buffer::default();
+        b.push(msg(1, 7, 1), Some(7), t0);
+        b.push(msg(0, 3, 1), None, t0);
+        b.push(msg(1, 8, 1), Some(7), t0);
+        let closed = b.close(RolloverReason::Time);
+        assert_eq!(
+            closed.ranges,
+            [PartitionRange { partition: 0, first: 3, last: 3, expected: None }, PartitionRange { partition: 1, first: 7, last: 8, expected: Some(7) }]
+        );
+        assert_eq!(closed.messages.len(), 3);
+        assert!(b.is_empty() && b.deadline(&ROLLOVER).is_none());
+    }
+
+    #[test]
+    fn revoked_partitions_are_forgotten() {
+        let t0 = Instant::now();
+        let mut b = Buffer::default();
+        b.push(msg(0, 0, 10), None, t0);
+        b.push(msg(1, 0, 20), None, t0);
+        b.drop_partitions(&[1]);
+        assert_eq!((b.len(), b.bytes()), (1, 10));
+        b.drop_partitions(&[0]);
+        assert!(b.is_empty() && b.deadline(&ROLLOVER).is_none());
+    }
+
+    #[test]
+    fn the_largest_buffer_closes_when_the_node_is_over_budget() {
+        let budget = MemoryBudget::new(100);
+        assert!(!budget.update(1, 60));
+        assert!(!budget.update(2, 30));
+        assert!(!budget.update(2, 39), "exactly at the limit is not over it");
+        assert!(!budget.update(2, 41), "over budget, but worker 1 holds more");
+        assert!(budget.update(1, 61));
+        budget.release(1);
+        assert!(!budget.update(2, 41));
+    }
+}

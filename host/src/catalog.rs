@@ -1,0 +1,438 @@
+//! The catalog: tables and their versions, the source offsets that produced
+//! them, executions and stored dead letters. The embedded default is SQLite
+//! (WAL) in the data directory; parquet files sit beside it.
+//!
+//! The catalog's offsets are the source of truth for where each partition
+//! resumes. A table version and the offsets past its input are written in one
+//! transaction, and only if the offsets are still where the batch started
+//! (compare-and-set), so two workers that both read a partition around a
+//! rebalance can never both commit it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+use crate::decode::DeadLetter;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("catalog database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("catalog directory {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    /// Another worker committed this partition since the batch started: the
+    /// batch must be dropped and the partition re-read from the catalog.
+    #[error("partition {partition} of `{topic}` moved on: the catalog has offset {found:?}, the batch started at {expected:?}")]
+    ConflictingOffsets { topic: String, partition: i32, expected: Option<i64>, found: Option<i64> },
+}
+
+/// The offsets of one partition a batch covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PartitionRange {
+    pub partition: i32,
+    pub first: i64,
+    pub last: i64,
+    /// The catalog's next offset when the batch began (`None`: no offset stored yet).
+    #[serde(skip)]
+    pub expected: Option<i64>,
+}
+
+/// A new table version.
+#[derive(Debug, Clone)]
+pub struct NewVersion {
+    pub table: String,
+    /// Parquet files, relative to the data directory.
+    pub files: Vec<String>,
+    pub rows: u64,
+}
+
+/// What a closed batch became.
+#[derive(Debug, Clone, Serialize)]
+pub struct Execution {
+    pub id: i64,
+    pub publisher: String,
+    pub status: String,
+    pub rollover_reason: String,
+    pub rows_in: u64,
+    pub rows_out: u64,
+    pub dead_letters: u64,
+    pub offsets: Vec<PartitionRange>,
+    pub table_version: Option<i64>,
+    pub started_at_ms: i64,
+    pub timings_ms: Timings,
+    pub plugin_log: serde_json::Value,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
+pub struct Timings {
+    pub decode: f64,
+    pub stage: f64,
+    pub publish: f64,
+    pub commit: f64,
+}
+
+/// One committed version of a table.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableVersion {
+    pub version: i64,
+    pub rows: u64,
+    pub files: Vec<String>,
+    pub execution: i64,
+    pub created_at_ms: i64,
+}
+
+/// A dead letter kept in the catalog (when the source has no dead-letter topic).
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredDeadLetter {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp: Option<i64>,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    pub error: String,
+    pub execution: i64,
+}
+
+/// Everything one batch commits, atomically.
+pub struct BatchCommit<'a> {
+    pub collection: &'a str,
+    pub publisher: &'a str,
+    pub topic: &'a str,
+    pub version: Option<NewVersion>,
+    pub ranges: &'a [PartitionRange],
+    pub execution: &'a Execution,
+    /// Dead letters to keep in the catalog (empty when they went to a topic).
+    pub dead_letters: &'a [DeadLetter],
+}
+
+const MIGRATIONS: &[&str] = &[
+    // 1: the stream worker's tables.
+    "CREATE TABLE tables (
+        id INTEGER PRIMARY KEY,
+        collection TEXT NOT NULL,
+        name TEXT NOT NULL,
+        UNIQUE (collection, name)
+     );
+     CREATE TABLE table_versions (
+        table_id INTEGER NOT NULL REFERENCES tables(id),
+        version INTEGER NOT NULL,
+        rows INTEGER NOT NULL,
+        files TEXT NOT NULL,
+        execution_id INTEGER NOT NULL REFERENCES executions(id),
+        created_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (table_id, version)
+     );
+     CREATE TABLE source_offsets (
+        publisher TEXT NOT NULL,
+        topic TEXT NOT NULL,
+        partition INTEGER NOT NULL,
+        next_offset INTEGER NOT NULL,
+        PRIMARY KEY (publisher, topic, partition)
+     );
+     CREATE TABLE executions (
+        id INTEGER PRIMARY KEY,
+        publisher TEXT NOT NULL,
+        status TEXT NOT NULL,
+        rollover_reason TEXT NOT NULL,
+        rows_in INTEGER NOT NULL,
+        rows_out INTEGER NOT NULL,
+        dead_letters INTEGER NOT NULL,
+        offsets TEXT NOT NULL,
+        table_version INTEGER,
+        started_at_ms INTEGER NOT NULL,
+        timings TEXT NOT NULL,
+        plugin_log TEXT NOT NULL,
+        error TEXT
+     );
+     CREATE INDEX executions_by_publisher ON executions (publisher, id);
+     CREATE TABLE dead_letters (
+        collection TEXT NOT NULL,
+        publisher TEXT NOT NULL,
+        topic TEXT NOT NULL,
+        partition INTEGER NOT NULL,
+        offset INTEGER NOT NULL,
+        timestamp_ms INTEGER,
+        key BLOB,
+        value BLOB,
+        headers TEXT NOT NULL,
+        error TEXT NOT NULL,
+        execution_id INTEGER NOT NULL,
+        PRIMARY KEY (publisher, topic, partition, offset)
+     );",
+];
+
+pub struct Catalog {
+    conn: Mutex<Connection>,
+    data_dir: PathBuf,
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_millis() as i64
+}
+
+impl Catalog {
+    /// Opens (creating and migrating as needed) the catalog in `data_dir`.
+    pub fn open(data_dir: &Path) -> Result<Self, CatalogError> {
+        std::fs::create_dir_all(data_dir).map_err(|source| CatalogError::Io { path: data_dir.to_path_buf(), source })?;
+        let conn = Connection::open(data_dir.join("catalog.db"))?;
+        conn.busy_timeout(Duration::from_secs(30))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        // FULL: a commit is on disk before we tell Kafka, whatever happens to the machine.
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        migrate(&conn)?;
+        Ok(Self { conn: Mutex::new(conn), data_dir: data_dir.to_path_buf() })
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Where each partition of `topic` resumes for `publisher`.
+    pub fn offsets(&self, publisher: &str, topic: &str) -> Result<BTreeMap<i32, i64>, CatalogError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached("SELECT partition, next_offset FROM source_offsets WHERE publisher = ?1 AND topic = ?2")?;
+        let rows = stmt.query_map(params![publisher, topic], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Commits a batch: its execution, its table version, its dead letters and
+    /// the offsets past it, in one transaction, or nothing.
+    pub fn commit(&self, batch: &BatchCommit<'_>) -> Result<Option<i64>, CatalogError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        for range in batch.ranges {
+            let found: Option<i64> = tx
+                .query_row(
+                    "SELECT next_offset FROM source_offsets WHERE publisher = ?1 AND topic = ?2 AND partition = ?3",
+                    params![batch.publisher, batch.topic, range.partition],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if found != range.expected {
+                return Err(CatalogError::ConflictingOffsets {
+                    topic: batch.topic.to_string(),
+                    partition: range.partition,
+                    expected: range.expected,
+                    found,
+                });
+            }
+            tx.execute(
+                "INSERT INTO source_offsets (publisher, topic, partition, next_offset) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (publisher, topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
+                params![batch.publisher, batch.topic, range.partition, range.last + 1],
+            )?;
+        }
+        let execution_id = insert_execution(&tx, batch.execution)?;
+        let mut version_number = None;
+        if let Some(version) = &batch.version {
+            tx.execute("INSERT OR IGNORE INTO tables (collection, name) VALUES (?1, ?2)", params![batch.collection, version.table])?;
+            let table_id: i64 =
+                tx.query_row("SELECT id FROM tables WHERE collection = ?1 AND name = ?2", params![batch.collection, version.table], |r| r.get(0))?;
+            let next: i64 = tx.query_row("SELECT COALESCE(MAX(version), 0) + 1 FROM table_versions WHERE table_id = ?1", [table_id], |r| r.get(0))?;
+            tx.execute(
+                "INSERT INTO table_versions (table_id, version, rows, files, execution_id, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![table_id, next, version.rows as i64, serde_json::to_string(&version.files).expect("json"), execution_id, now_ms()],
+            )?;
+            tx.execute("UPDATE executions SET table_version = ?1 WHERE id = ?2", params![next, execution_id])?;
+            version_number = Some(next);
+        }
+        for dead in batch.dead_letters {
+            let m = &dead.message;
+            tx.execute(
+                "INSERT INTO dead_letters (collection, publisher, topic, partition, offset, timestamp_ms, key, value, headers, error, execution_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    batch.collection, batch.publisher, batch.topic, m.partition, m.offset, m.timestamp, m.key, m.payload,
+                    serde_json::to_string(&m.headers).expect("json"), dead.error, execution_id
+                ],
+            )?;
+        }
+        tx.commit()?;
+        Ok(version_number)
+    }
+
+    /// Records an execution that committed nothing (a failed or dropped batch).
+    pub fn record(&self, execution: &Execution) -> Result<i64, CatalogError> {
+        let conn = self.conn();
+        insert_execution(&conn, execution)
+    }
+
+    pub fn versions(&self, collection: &str, table: &str) -> Result<Vec<TableVersion>, CatalogError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT v.version, v.rows, v.files, v.execution_id, v.created_at_ms FROM table_versions v
+             JOIN tables t ON t.id = v.table_id WHERE t.collection = ?1 AND t.name = ?2 ORDER BY v.version",
+        )?;
+        let rows = stmt.query_map(params![collection, table], |r| {
+            let files: String = r.get(2)?;
+            Ok(TableVersion {
+                version: r.get(0)?,
+                rows: r.get::<_, i64>(1)? as u64,
+                files: serde_json::from_str(&files).unwrap_or_default(),
+                execution: r.get(3)?,
+                created_at_ms: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    pub fn dead_letters(&self, publisher: &str) -> Result<Vec<StoredDeadLetter>, CatalogError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT topic, partition, offset, timestamp_ms, key, value, headers, error, execution_id FROM dead_letters
+             WHERE publisher = ?1 ORDER BY topic, partition, offset",
+        )?;
+        let rows = stmt.query_map([publisher], |r| {
+            let headers: String = r.get(6)?;
+            Ok(StoredDeadLetter {
+                topic: r.get(0)?,
+                partition: r.get(1)?,
+                offset: r.get(2)?,
+                timestamp: r.get(3)?,
+                key: r.get(4)?,
+                value: r.get(5)?,
+                headers: serde_json::from_str(&headers).unwrap_or_default(),
+                error: r.get(7)?,
+                execution: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    pub fn executions(&self, publisher: &str) -> Result<Vec<Execution>, CatalogError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, publisher, status, rollover_reason, rows_in, rows_out, dead_letters, offsets, table_version,
+                    started_at_ms, timings, plugin_log, error FROM executions WHERE publisher = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([publisher], |r| {
+            let offsets: String = r.get(7)?;
+            let timings: String = r.get(10)?;
+            let log: String = r.get(11)?;
+            Ok(Execution {
+                id: r.get(0)?,
+                publisher: r.get(1)?,
+                status: r.get(2)?,
+                rollover_reason: r.get(3)?,
+                rows_in: r.get::<_, i64>(4)? as u64,
+                rows_out: r.get::<_, i64>(5)? as u64,
+                dead_letters: r.get::<_, i64>(6)? as u64,
+                offsets: parse_ranges(&offsets),
+                table_version: r.get(8)?,
+                started_at_ms: r.get(9)?,
+                timings_ms: serde_json::from_str(&timings).unwrap_or_default(),
+                plugin_log: serde_json::from_str(&log).unwrap_or_default(),
+                error: r.get(12)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+fn parse_ranges(text: &str) -> Vec<PartitionRange> {
+    let values: Vec<serde_json::Value> = serde_json::from_str(text).unwrap_or_default();
+    values
+        .iter()
+        .filter_map(|v| {
+            Some(PartitionRange {
+                partition: v.get("partition")?.as_i64()? as i32,
+                first: v.get("first")?.as_i64()?,
+                last: v.get("last")?.as_i64()?,
+                expected: None,
+            })
+        })
+        .collect()
+}
+
+fn insert_execution(conn: &Connection, e: &Execution) -> Result<i64, CatalogError> {
+    conn.execute(
+        "INSERT INTO executions (publisher, status, rollover_reason, rows_in, rows_out, dead_letters, offsets, table_version,
+                                 started_at_ms, timings, plugin_log, error)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![
+            e.publisher, e.status, e.rollover_reason, e.rows_in as i64, e.rows_out as i64, e.dead_letters as i64,
+            serde_json::to_string(&e.offsets).expect("json"), e.table_version, e.started_at_ms,
+            serde_json::to_string(&e.timings_ms).expect("json"), e.plugin_log.to_string(), e.error
+        ],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+fn migrate(conn: &Connection) -> Result<(), CatalogError> {
+    let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn execution() -> Execution {
+        Execution {
+            id: 0,
+            publisher: "events/p".into(),
+            status: "committed".into(),
+            rollover_reason: "messages".into(),
+            rows_in: 3,
+            rows_out: 3,
+            dead_letters: 0,
+            offsets: vec![],
+            table_version: None,
+            started_at_ms: now_ms(),
+            timings_ms: Timings::default(),
+            plugin_log: serde_json::json!([]),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn commit_is_compare_and_set_on_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::open(dir.path()).unwrap();
+        let exec = execution();
+        let first = [PartitionRange { partition: 0, first: 0, last: 9, expected: None }];
+        let commit = |ranges: &[PartitionRange]| {
+            catalog.commit(&BatchCommit {
+                collection: "events",
+                publisher: "events/p",
+                topic: "t",
+                version: Some(NewVersion { table: "t".into(), files: vec!["a.parquet".into()], rows: 10 }),
+                ranges,
+                execution: &exec,
+                dead_letters: &[],
+            })
+        };
+        assert_eq!(commit(&first).unwrap(), Some(1));
+        assert_eq!(catalog.offsets("events/p", "t").unwrap(), BTreeMap::from([(0, 10)]));
+        // The same batch again (a second worker, or a replay) conflicts and changes nothing.
+        let err = commit(&first).unwrap_err();
+        assert!(matches!(err, CatalogError::ConflictingOffsets { partition: 0, expected: None, found: Some(10), .. }), "{err}");
+        let next = [PartitionRange { partition: 0, first: 10, last: 19, expected: Some(10) }];
+        assert_eq!(commit(&next).unwrap(), Some(2));
+        let versions = catalog.versions("events", "t").unwrap();
+        assert_eq!(versions.iter().map(|v| v.version).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(catalog.executions("events/p").unwrap().len(), 2, "the conflicting commit left no execution behind");
+        // Reopening keeps everything (migrations are not re-run).
+        drop(catalog);
+        let catalog = Catalog::open(dir.path()).unwrap();
+        assert_eq!(catalog.offsets("events/p", "t").unwrap(), BTreeMap::from([(0, 20)]));
+    }
+}

@@ -1,0 +1,135 @@
+//! Consuming: an rdkafka consumer in the publisher's group, with offsets
+//! handled by hand. On every assignment the consumer is positioned at the
+//! catalog's offsets (the source of truth); Kafka's own group offsets are only
+//! a fallback for partitions the catalog has never committed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
+use rdkafka::error::KafkaResult;
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaRespErr;
+use tokio::sync::mpsc;
+
+use crate::catalog::Catalog;
+use crate::decode::RawMessage;
+use crate::source::{KafkaConnection, OffsetReset};
+
+/// A change in the partitions this worker owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Assignment {
+    /// Newly assigned, with the catalog's offsets they were positioned at.
+    Assigned(BTreeMap<i32, Option<i64>>),
+    Revoked(Vec<i32>),
+}
+
+/// Positions assigned partitions at the catalog's offsets and tells the worker.
+pub struct WorkerContext {
+    catalog: Arc<Catalog>,
+    publisher: String,
+    topic: String,
+    events: mpsc::UnboundedSender<Assignment>,
+}
+
+impl ClientContext for WorkerContext {}
+
+impl ConsumerContext for WorkerContext {
+    fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        let partitions: Vec<i32> = tpl.elements_for_topic(&self.topic).iter().map(|e| e.partition()).collect();
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                let stored = match self.catalog.offsets(&self.publisher, &self.topic) {
+                    Ok(offsets) => offsets,
+                    Err(e) => {
+                        // Without the catalog we cannot know where to start: take nothing,
+                        // so the group gives these partitions to a worker that can.
+                        tracing::error!(publisher = %self.publisher, error = %e, "reading offsets on assignment failed");
+                        let _ = consumer.unassign();
+                        return;
+                    }
+                };
+                let mut assigned = BTreeMap::new();
+                for partition in partitions {
+                    let offset = stored.get(&partition).copied();
+                    if let Some(offset) = offset {
+                        let _ = tpl.set_partition_offset(&self.topic, partition, Offset::Offset(offset));
+                    }
+                    assigned.insert(partition, offset);
+                }
+                tracing::info!(publisher = %self.publisher, topic = %self.topic, ?assigned, "partitions assigned");
+                if let Err(e) = consumer.assign(tpl) {
+                    tracing::error!(publisher = %self.publisher, error = %e, "assigning partitions failed");
+                }
+                let _ = self.events.send(Assignment::Assigned(assigned));
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                tracing::info!(publisher = %self.publisher, topic = %self.topic, ?partitions, "partitions revoked");
+                let _ = self.events.send(Assignment::Revoked(partitions));
+                if let Err(e) = consumer.unassign() {
+                    tracing::error!(publisher = %self.publisher, error = %e, "unassigning partitions failed");
+                }
+            }
+            other => tracing::error!(publisher = %self.publisher, error = ?other, "rebalance error"),
+        }
+    }
+}
+
+pub type WorkerConsumer = StreamConsumer<WorkerContext>;
+
+/// A consumer for one publisher, subscribed to its topic.
+pub fn subscribe(
+    connection: &KafkaConnection,
+    group_id: &str,
+    reset: OffsetReset,
+    catalog: Arc<Catalog>,
+    publisher: &str,
+    topic: &str,
+) -> KafkaResult<(WorkerConsumer, mpsc::UnboundedReceiver<Assignment>)> {
+    let mut config = ClientConfig::new();
+    for (k, v) in connection.client_config() {
+        config.set(k, v);
+    }
+    config
+        .set("group.id", group_id)
+        // Offsets are ours: the catalog's first, the group's only so lag tools see progress.
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set(
+            "auto.offset.reset",
+            match reset {
+                OffsetReset::Earliest => "earliest",
+                OffsetReset::Latest => "latest",
+            },
+        );
+    // Client settings from the connection win over our defaults above only for keys we do not set.
+    for (k, v) in &connection.client_settings {
+        if !matches!(k.as_str(), "enable.auto.commit" | "enable.auto.offset.store") {
+            config.set(k, v);
+        }
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    let context = WorkerContext { catalog, publisher: publisher.to_string(), topic: topic.to_string(), events: tx };
+    let consumer: WorkerConsumer = config.create_with_context(context)?;
+    consumer.subscribe(&[topic])?;
+    Ok((consumer, rx))
+}
+
+/// Copies what weir keeps of a message out of librdkafka's buffer.
+pub fn to_raw(message: &BorrowedMessage<'_>) -> RawMessage {
+    let headers = message
+        .headers()
+        .map(|h| h.iter().map(|header| (header.key.to_string(), header.value.map(<[u8]>::to_vec))).collect())
+        .unwrap_or_default();
+    RawMessage {
+        partition: message.partition(),
+        offset: message.offset(),
+        timestamp: message.timestamp().to_millis(),
+        key: message.key().map(<[u8]>::to_vec),
+        payload: message.payload().map(<[u8]>::to_vec),
+        headers,
+    }
+}

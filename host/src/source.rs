@@ -1,0 +1,355 @@
+//! A stream publisher's Kafka source and the connection it reads through, as
+//! declared by users: checked word by word (unknown keys are errors), then
+//! resolved once into what the worker runs with.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::datatypes::Schema;
+use serde::Deserialize;
+
+use crate::schema;
+
+/// A `kafka-topic-in` connection: how to reach the brokers.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaConnection {
+    /// `host:port[,host:port...]`.
+    pub bootstrap_servers: String,
+    /// SASL credentials, only where the broker takes them.
+    pub credentials: Option<SaslCredentials>,
+    /// TLS to the brokers.
+    pub tls: Option<Tls>,
+    /// The consumer group; defaults to `weir.<collection>.<publisher>`.
+    pub group_id: Option<String>,
+    /// librdkafka client settings passed through as they are.
+    #[serde(default)]
+    pub client_settings: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SaslCredentials {
+    pub mechanism: SaslMechanism,
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for SaslCredentials {
+    // Secrets are never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslCredentials").field("mechanism", &self.mechanism).field("username", &self.username).finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+pub enum SaslMechanism {
+    #[serde(rename = "PLAIN")]
+    Plain,
+    #[serde(rename = "SCRAM-SHA-256")]
+    ScramSha256,
+    #[serde(rename = "SCRAM-SHA-512")]
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Plain => "PLAIN",
+            Self::ScramSha256 => "SCRAM-SHA-256",
+            Self::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Tls {
+    /// PEM file of the CA that signed the brokers' certificates.
+    pub ca_file: Option<String>,
+    /// PEM files of a client certificate and its key, for mutual TLS.
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+}
+
+impl KafkaConnection {
+    /// The librdkafka settings for this connection.
+    pub fn client_config(&self) -> BTreeMap<String, String> {
+        let mut config = BTreeMap::new();
+        config.insert("bootstrap.servers".into(), self.bootstrap_servers.clone());
+        let tls = self.tls.is_some();
+        let protocol = match (&self.credentials, tls) {
+            (Some(_), true) => "sasl_ssl",
+            (Some(_), false) => "sasl_plaintext",
+            (None, true) => "ssl",
+            (None, false) => "plaintext",
+        };
+        config.insert("security.protocol".into(), protocol.into());
+        if let Some(c) = &self.credentials {
+            config.insert("sasl.mechanism".into(), c.mechanism.as_str().into());
+            config.insert("sasl.username".into(), c.username.clone());
+            config.insert("sasl.password".into(), c.password.clone());
+        }
+        if let Some(t) = &self.tls {
+            for (key, value) in [("ssl.ca.location", &t.ca_file), ("ssl.certificate.location", &t.cert_file), ("ssl.key.location", &t.key_file)] {
+                if let Some(v) = value {
+                    config.insert(key.into(), v.clone());
+                }
+            }
+        }
+        for (k, v) in &self.client_settings {
+            config.insert(k.clone(), v.clone());
+        }
+        config
+    }
+}
+
+/// How messages are encoded.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DataFormat {
+    Json,
+}
+
+/// When a batch closes, resolved from `src_cfg` and `flush_interval_mins`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rollover {
+    /// `min(kafka.time_rollover_seconds, flush_interval_mins * 60)`.
+    pub time: Duration,
+    /// `kafka.size_rollover_mb`, in bytes.
+    pub size_bytes: Option<u64>,
+    /// `kafka.messages_rollover`.
+    pub messages: Option<u64>,
+}
+
+/// Why a batch closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RolloverReason {
+    Time,
+    Size,
+    Messages,
+    /// The node's memory budget closed the largest buffer early.
+    MemoryBudget,
+    /// Graceful shutdown flushed the open batch.
+    Shutdown,
+}
+
+impl RolloverReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Time => "time",
+            Self::Size => "size",
+            Self::Messages => "messages",
+            Self::MemoryBudget => "memory-budget",
+            Self::Shutdown => "shutdown",
+        }
+    }
+}
+
+pub const DEFAULT_TIME_ROLLOVER_SECONDS: u64 = 60;
+
+/// The `src_cfg` keys weir knows. Anything else is an error.
+const SRC_CFG_KEYS: &[&str] = &["kafka.time_rollover_seconds", "kafka.size_rollover_mb", "kafka.messages_rollover", "kafka.auto_offset_reset"];
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SourceError {
+    #[error("unknown src_cfg key `{0}`; known keys: {known}", known = SRC_CFG_KEYS.join(", "))]
+    UnknownKey(String),
+    #[error("src_cfg `{key}` must be a whole number greater than zero, not {value}")]
+    NotPositive { key: String, value: String },
+    #[error("src_cfg `kafka.size_rollover_mb` must be a number greater than zero, not {0}")]
+    BadSize(String),
+    #[error("src_cfg `kafka.auto_offset_reset` must be \"earliest\" or \"latest\", not {0}")]
+    BadOffsetReset(String),
+    #[error("flush_interval_mins must be a whole number of minutes, at least 1, not {0}")]
+    BadFlushInterval(String),
+    #[error("the schema {0}")]
+    Schema(String),
+}
+
+/// Where a new consumer group starts on a partition the catalog has no offset for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetReset {
+    Earliest,
+    Latest,
+}
+
+/// `src_cfg`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceConfig {
+    pub time_rollover_seconds: u64,
+    pub size_rollover_mb: Option<f64Bits>,
+    pub messages_rollover: Option<u64>,
+    pub auto_offset_reset: OffsetReset,
+}
+
+/// An `f64` compared by bits, so configs stay `Eq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub struct f64Bits(u64);
+
+impl f64Bits {
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
+impl SourceConfig {
+    pub fn parse(src_cfg: &BTreeMap<String, serde_json::Value>) -> Result<Self, SourceError> {
+        if let Some(key) = src_cfg.keys().find(|k| !SRC_CFG_KEYS.contains(&k.as_str())) {
+            return Err(SourceError::UnknownKey(key.clone()));
+        }
+        let whole = |key: &str| -> Result<Option<u64>, SourceError> {
+            match src_cfg.get(key) {
+                None => Ok(None),
+                Some(v) => match positive_whole(v) {
+                    Some(n) => Ok(Some(n)),
+                    None => Err(SourceError::NotPositive { key: key.into(), value: v.to_string() }),
+                },
+            }
+        };
+        let size = match src_cfg.get("kafka.size_rollover_mb") {
+            None => None,
+            Some(v) => match number(v) {
+                Some(mb) if mb > 0.0 && mb.is_finite() => Some(f64Bits(mb.to_bits())),
+                _ => return Err(SourceError::BadSize(v.to_string())),
+            },
+        };
+        let auto_offset_reset = match src_cfg.get("kafka.auto_offset_reset") {
+            None => OffsetReset::Earliest,
+            Some(v) => match v.as_str() {
+                Some("earliest") => OffsetReset::Earliest,
+                Some("latest") => OffsetReset::Latest,
+                _ => return Err(SourceError::BadOffsetReset(v.to_string())),
+            },
+        };
+        Ok(Self {
+            time_rollover_seconds: whole("kafka.time_rollover_seconds")?.unwrap_or(DEFAULT_TIME_ROLLOVER_SECONDS),
+            size_rollover_mb: size,
+            messages_rollover: whole("kafka.messages_rollover")?,
+            auto_offset_reset,
+        })
+    }
+
+    /// The thresholds, with the flush interval as a ceiling on the time window.
+    pub fn rollover(&self, flush_interval_mins: u64) -> Rollover {
+        let seconds = self.time_rollover_seconds.min(flush_interval_mins.saturating_mul(60));
+        Rollover {
+            time: Duration::from_secs(seconds),
+            size_bytes: self.size_rollover_mb.map(|mb| (mb.get() * 1024.0 * 1024.0).ceil() as u64),
+            messages: self.messages_rollover,
+        }
+    }
+}
+
+/// Accepts `5` and `"5"`, refuses `0`, `-1`, `1.5`, `"five"`.
+fn positive_whole(v: &serde_json::Value) -> Option<u64> {
+    match v {
+        serde_json::Value::Number(n) => n.as_u64().filter(|n| *n > 0),
+        serde_json::Value::String(s) => s.trim().parse::<u64>().ok().filter(|n| *n > 0),
+        _ => None,
+    }
+}
+
+fn number(v: &serde_json::Value) -> Option<f64> {
+    match v {
+        serde_json::Value::Number(n) => n.as_f64(),
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// Checks `flush_interval_mins`: a whole number of minutes, at least 1.
+pub fn flush_interval(v: &serde_json::Value) -> Result<u64, SourceError> {
+    positive_whole(v).filter(|_| !v.is_string()).ok_or_else(|| SourceError::BadFlushInterval(v.to_string()))
+}
+
+/// The source of a stream publisher, resolved.
+#[derive(Debug, Clone)]
+pub struct KafkaSource {
+    pub topic: String,
+    pub data_format: DataFormat,
+    /// The declared schema of the messages (without the provenance columns).
+    pub schema: Arc<Schema>,
+    pub config: SourceConfig,
+    pub dead_letter_topic: Option<String>,
+}
+
+/// Reads a schema given as a path to a JSON Schema file, or inline as the document itself.
+pub fn load_schema(spec: &str, base_dir: &Path) -> Result<Arc<Schema>, SourceError> {
+    let text = if spec.trim_start().starts_with('{') {
+        spec.to_string()
+    } else {
+        let path = base_dir.join(spec);
+        std::fs::read_to_string(&path).map_err(|e| SourceError::Schema(format!("file {} cannot be read: {e}", path.display())))?
+    };
+    schema::from_json_schema(&text).map(Arc::new).map_err(|e| SourceError::Schema(format!("does not parse: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn cfg(v: serde_json::Value) -> Result<SourceConfig, SourceError> {
+        let map: BTreeMap<String, serde_json::Value> = serde_json::from_value(v).unwrap();
+        SourceConfig::parse(&map)
+    }
+
+    #[test]
+    fn rollover_defaults_and_the_flush_ceiling() {
+        let c = cfg(json!({})).unwrap();
+        assert_eq!(c.rollover(5), Rollover { time: Duration::from_secs(60), size_bytes: None, messages: None });
+        let c = cfg(json!({"kafka.time_rollover_seconds": 600, "kafka.size_rollover_mb": 1.5, "kafka.messages_rollover": "1000"})).unwrap();
+        let r = c.rollover(2);
+        assert_eq!(r.time, Duration::from_secs(120), "flush_interval_mins * 60 caps the window");
+        assert_eq!(r.size_bytes, Some(1_572_864));
+        assert_eq!(r.messages, Some(1000));
+        assert_eq!(cfg(json!({"kafka.time_rollover_seconds": 30})).unwrap().rollover(5).time, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn bad_src_cfg_is_an_error_with_the_key() {
+        let cases = [
+            (json!({"kafka.time_rollover_secs": 5}), "unknown src_cfg key `kafka.time_rollover_secs`; known keys: kafka.time_rollover_seconds, kafka.size_rollover_mb, kafka.messages_rollover, kafka.auto_offset_reset"),
+            (json!({"kafka.time_rollover_seconds": 0}), "src_cfg `kafka.time_rollover_seconds` must be a whole number greater than zero, not 0"),
+            (json!({"kafka.messages_rollover": -5}), "src_cfg `kafka.messages_rollover` must be a whole number greater than zero, not -5"),
+            (json!({"kafka.messages_rollover": "many"}), "src_cfg `kafka.messages_rollover` must be a whole number greater than zero, not \"many\""),
+            (json!({"kafka.time_rollover_seconds": 1.5}), "src_cfg `kafka.time_rollover_seconds` must be a whole number greater than zero, not 1.5"),
+            (json!({"kafka.size_rollover_mb": 0}), "src_cfg `kafka.size_rollover_mb` must be a number greater than zero, not 0"),
+            (json!({"kafka.auto_offset_reset": "middle"}), "src_cfg `kafka.auto_offset_reset` must be \"earliest\" or \"latest\", not \"middle\""),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(cfg(input.clone()).unwrap_err().to_string(), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn flush_interval_is_whole_minutes() {
+        assert_eq!(flush_interval(&json!(5)), Ok(5));
+        for bad in [json!(0), json!(-1), json!(1.5), json!("5")] {
+            assert_eq!(flush_interval(&bad).unwrap_err().to_string(), format!("flush_interval_mins must be a whole number of minutes, at least 1, not {bad}"));
+        }
+    }
+
+    #[test]
+    fn connection_settings() {
+        let conn = KafkaConnection {
+            bootstrap_servers: "b:9092".into(),
+            credentials: Some(SaslCredentials { mechanism: SaslMechanism::ScramSha512, username: "u".into(), password: "secret".into() }),
+            tls: Some(Tls { ca_file: Some("/ca.pem".into()), ..Tls::default() }),
+            group_id: None,
+            client_settings: [("fetch.max.bytes".to_string(), "1000".to_string())].into(),
+        };
+        let c = conn.client_config();
+        assert_eq!(c["security.protocol"], "sasl_ssl");
+        assert_eq!(c["sasl.mechanism"], "SCRAM-SHA-512");
+        assert_eq!(c["ssl.ca.location"], "/ca.pem");
+        assert_eq!(c["fetch.max.bytes"], "1000");
+        assert!(!format!("{conn:?}").contains("secret"), "secrets are never printed");
+    }
+}

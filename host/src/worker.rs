@@ -1,0 +1,524 @@
+//! The stream worker: one per stream publisher. Its run loop reads like the
+//! pipeline: consume → buffer → rollover → decode → stage → dead letters →
+//! publish (WASM) → commit table version + offsets → group offsets.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use arrow::array::RecordBatch;
+use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use tokio::sync::{mpsc, watch};
+
+use crate::buffer::{Buffer, ClosedBatch, MemoryBudget};
+use crate::catalog::{BatchCommit, Catalog, CatalogError, Execution, NewVersion, PartitionRange, Timings, now_ms};
+use crate::consume::{self, Assignment, WorkerConsumer};
+use crate::dead_letters::DeadLetterTopic;
+use crate::decode::{DeadLetter, JsonDecoder, RawMessage};
+use crate::frames;
+use crate::plugin::{Limits, Plugin, PluginLog, Runtime};
+use crate::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
+use crate::stage;
+
+/// A stream publisher, resolved and ready to run.
+#[derive(Clone)]
+pub struct StreamPublisher {
+    pub collection: String,
+    pub name: String,
+    pub connection: KafkaConnection,
+    pub source: KafkaSource,
+    pub flush_interval_mins: u64,
+    pub plugin: Plugin,
+    pub limits: Limits,
+}
+
+impl StreamPublisher {
+    /// `collection/name`, the publisher's identity in the catalog.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.collection, self.name)
+    }
+
+    /// The output table is named after the topic.
+    pub fn output_table(&self) -> String {
+        table_name_for_topic(&self.source.topic)
+    }
+
+    pub fn group_id(&self) -> String {
+        self.connection.group_id.clone().unwrap_or_else(|| format!("weir.{}.{}", self.collection, self.name))
+    }
+
+    pub fn rollover(&self) -> Rollover {
+        self.source.config.rollover(self.flush_interval_mins)
+    }
+}
+
+/// A topic's table name: the topic, lowercased, with characters a table name cannot hold replaced by `_`.
+pub fn table_name_for_topic(topic: &str) -> String {
+    topic.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c.to_ascii_lowercase() } else { '_' }).collect()
+}
+
+/// What a worker shares with the other workers of its node.
+#[derive(Clone)]
+pub struct Node {
+    pub catalog: Arc<Catalog>,
+    pub runtime: Arc<Runtime>,
+    pub budget: Arc<MemoryBudget>,
+}
+
+/// How a worker retries and shuts down.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Attempts at one batch before the publisher is marked failed.
+    pub max_attempts: u32,
+    pub first_backoff: Duration,
+    pub max_backoff: Duration,
+    /// How long a graceful shutdown may spend committing the open batch.
+    pub shutdown_deadline: Duration,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        Self { max_attempts: 5, first_backoff: Duration::from_secs(1), max_backoff: Duration::from_secs(30), shutdown_deadline: Duration::from_secs(30) }
+    }
+}
+
+/// What a worker reports as it goes (progress for `weir demo`, hooks for tests).
+#[derive(Debug, Clone)]
+pub enum WorkerEvent {
+    Assigned(BTreeMap<i32, Option<i64>>),
+    Revoked(Vec<i32>),
+    /// A batch closed and is being processed.
+    Closed { reason: RolloverReason, messages: usize, bytes: u64 },
+    Committed(Execution),
+    /// An attempt failed; the batch will be retried (or the publisher fails).
+    AttemptFailed { attempt: u32, error: String },
+    /// The batch was dropped unprocessed; its partitions are re-read.
+    Dropped { reason: String },
+}
+
+/// Why a worker stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerExit {
+    Shutdown,
+    /// Too many failed attempts at one batch; nothing of it was committed.
+    Failed(String),
+}
+
+static WORKER_IDS: AtomicU64 = AtomicU64::new(1);
+
+struct Worker {
+    publisher: StreamPublisher,
+    id: String,
+    worker_id: u64,
+    node: Node,
+    options: WorkerOptions,
+    consumer: WorkerConsumer,
+    decoder: JsonDecoder,
+    dead_letter_topic: Option<DeadLetterTopic>,
+    /// Per assigned partition: the catalog's next offset (None: none stored yet).
+    next: BTreeMap<i32, Option<i64>>,
+    events: Option<mpsc::UnboundedSender<WorkerEvent>>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// Runs a publisher until `shutdown` turns true (then the open batch is
+/// committed within the deadline, or dropped) or it fails for good.
+pub async fn run(
+    publisher: StreamPublisher,
+    node: Node,
+    options: WorkerOptions,
+    events: Option<mpsc::UnboundedSender<WorkerEvent>>,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<WorkerExit> {
+    let id = publisher.id();
+    let (consumer, assignments) = consume::subscribe(
+        &publisher.connection,
+        &publisher.group_id(),
+        publisher.source.config.auto_offset_reset,
+        node.catalog.clone(),
+        &id,
+        &publisher.source.topic,
+    )
+    .with_context(|| format!("creating the Kafka consumer for {id}"))?;
+    let dead_letter_topic = match &publisher.source.dead_letter_topic {
+        Some(topic) => Some(DeadLetterTopic::new(&publisher.connection, topic)?),
+        None => None,
+    };
+    let decoder = JsonDecoder::new(publisher.source.schema.clone());
+    let mut worker = Worker {
+        publisher,
+        id,
+        worker_id: WORKER_IDS.fetch_add(1, Ordering::Relaxed),
+        node,
+        options,
+        consumer,
+        decoder,
+        dead_letter_topic,
+        next: BTreeMap::new(),
+        events,
+        shutdown,
+    };
+    let exit = worker.run_loop(assignments).await;
+    worker.node.budget.release(worker.worker_id);
+    exit
+}
+
+impl Worker {
+    fn emit(&self, event: WorkerEvent) {
+        if let Some(events) = &self.events {
+            let _ = events.send(event);
+        }
+    }
+
+    async fn run_loop(&mut self, mut assignments: mpsc::UnboundedReceiver<Assignment>) -> anyhow::Result<WorkerExit> {
+        let rollover = self.publisher.rollover();
+        let mut buffer = Buffer::default();
+        let topic = self.publisher.source.topic.clone();
+        tracing::info!(publisher = %self.id, %topic, ?rollover, "stream worker started");
+        loop {
+            let deadline = buffer.deadline(&rollover);
+            let mut shutdown = self.shutdown.clone();
+            let closed = tokio::select! {
+                biased;
+                _ = stopped(&mut shutdown) => {
+                    if !buffer.is_empty() {
+                        let batch = buffer.close(RolloverReason::Shutdown);
+                        match tokio::time::timeout(self.options.shutdown_deadline, self.process(batch)).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(exit)) => return Ok(exit),
+                            Err(_) => self.emit(WorkerEvent::Dropped { reason: "shutdown deadline passed; the batch is re-read on restart".into() }),
+                        }
+                    }
+                    tracing::info!(publisher = %self.id, "stream worker stopped");
+                    return Ok(WorkerExit::Shutdown);
+                }
+                Some(change) = assignments.recv() => {
+                    match &change {
+                        Assignment::Assigned(offsets) => {
+                            self.next.extend(offsets.iter().map(|(p, o)| (*p, *o)));
+                            self.emit(WorkerEvent::Assigned(offsets.clone()));
+                        }
+                        Assignment::Revoked(partitions) => {
+                            // Not committed, so not lost: whoever gets them re-reads from the catalog.
+                            buffer.drop_partitions(partitions);
+                            for p in partitions {
+                                self.next.remove(p);
+                            }
+                            self.emit(WorkerEvent::Revoked(partitions.clone()));
+                        }
+                    }
+                    None
+                }
+                _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                    buffer.due(&rollover, tokio::time::Instant::now()).map(|reason| buffer.close(reason))
+                }
+                received = self.consumer.recv() => {
+                    match received {
+                        Ok(message) => {
+                            let raw = consume::to_raw(&message);
+                            drop(message);
+                            self.accept(raw, &mut buffer)?;
+                            let over_budget = self.node.budget.update(self.worker_id, buffer.bytes());
+                            let reason = buffer.due(&rollover, tokio::time::Instant::now())
+                                .or(over_budget.then_some(RolloverReason::MemoryBudget));
+                            reason.map(|reason| buffer.close(reason))
+                        }
+                        Err(e) => {
+                            // librdkafka reconnects by itself; say so and keep going.
+                            tracing::warn!(publisher = %self.id, %topic, error = %e, "consumer error");
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some(batch) = closed {
+                self.node.budget.update(self.worker_id, 0);
+                if let Err(exit) = self.process(batch).await {
+                    return Ok(exit);
+                }
+            }
+        }
+    }
+
+    /// Buffers a message unless the catalog says it is already committed.
+    fn accept(&mut self, raw: RawMessage, buffer: &mut Buffer) -> anyhow::Result<()> {
+        let expected = match self.next.get(&raw.partition) {
+            Some(expected) => *expected,
+            None => {
+                let stored = self.node.catalog.offsets(&self.id, &self.publisher.source.topic)?;
+                let expected = stored.get(&raw.partition).copied();
+                self.next.insert(raw.partition, expected);
+                expected
+            }
+        };
+        if expected.is_some_and(|next| raw.offset < next) {
+            tracing::debug!(publisher = %self.id, partition = raw.partition, offset = raw.offset, "skipping a message the catalog already has");
+            return Ok(());
+        }
+        buffer.push(raw, expected, tokio::time::Instant::now());
+        Ok(())
+    }
+
+    /// Decodes, stages, publishes and commits one closed batch, retrying with
+    /// backoff. `Err` means the publisher has failed for good.
+    async fn process(&mut self, batch: ClosedBatch) -> Result<(), WorkerExit> {
+        let started_at_ms = now_ms();
+        let ClosedBatch { reason, ranges, messages, bytes } = batch;
+        let message_count = messages.len();
+        self.emit(WorkerEvent::Closed { reason, messages: message_count, bytes });
+        tracing::info!(publisher = %self.id, reason = reason.as_str(), messages = message_count, bytes, "batch closed");
+
+        let mut timings = Timings::default();
+        let t = Instant::now();
+        let decoder = self.decoder.clone();
+        let (partitions, dead) = tokio::task::spawn_blocking(move || decode_by_partition(&decoder, messages))
+            .await
+            .expect("decoding does not panic");
+        timings.decode = ms(t.elapsed());
+
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.attempt(reason, &ranges, &partitions, &dead, started_at_ms, &mut timings).await {
+                Ok(Attempt::Committed(execution, staged)) => {
+                    self.committed(&ranges, execution, staged);
+                    return Ok(());
+                }
+                Ok(Attempt::Conflict(e)) => {
+                    tracing::warn!(publisher = %self.id, error = %e, "another worker committed these partitions; re-reading them");
+                    self.emit(WorkerEvent::Dropped { reason: e.to_string() });
+                    self.reseek(&ranges);
+                    return Ok(());
+                }
+                Err(failure) => {
+                    let error = format!("{:#}", failure.error);
+                    tracing::warn!(publisher = %self.id, attempt, error = %error, "batch attempt failed");
+                    let execution = self.execution("failed", reason, &ranges, &partitions, dead.len(), 0, started_at_ms, timings, &failure.log, Some(error.clone()));
+                    if let Err(e) = self.node.catalog.record(&execution) {
+                        tracing::error!(publisher = %self.id, error = %e, "recording the failed execution");
+                    }
+                    self.emit(WorkerEvent::AttemptFailed { attempt, error: error.clone() });
+                    if attempt >= self.options.max_attempts {
+                        tracing::error!(publisher = %self.id, attempts = attempt, error = %error, "publisher failed; its offsets stay where they were");
+                        return Err(WorkerExit::Failed(error));
+                    }
+                    let backoff = self.options.first_backoff.saturating_mul(1 << (attempt - 1).min(16)).min(self.options.max_backoff);
+                    let mut shutdown = self.shutdown.clone();
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        // Shutting down mid-retry: nothing was committed, the batch is re-read on restart.
+                        _ = stopped(&mut shutdown) => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn attempt(
+        &self,
+        reason: RolloverReason,
+        ranges: &[PartitionRange],
+        partitions: &[(i32, RecordBatch)],
+        dead: &[DeadLetter],
+        started_at_ms: i64,
+        timings: &mut Timings,
+    ) -> Result<Attempt, Failure> {
+        let p = &self.publisher;
+        let data_dir = self.node.catalog.data_dir().to_path_buf();
+        let schema = self.decoder.output_schema().clone();
+
+        // Stage: one parquet file per partition, named from its offsets; and its frame for the plugin.
+        let t = Instant::now();
+        let mut frames = Vec::with_capacity(partitions.len());
+        let mut staged = Vec::new();
+        for (partition, batch) in partitions {
+            let range = ranges.iter().find(|r| r.partition == *partition).expect("a range per partition");
+            let path = stage::staged_file(&p.collection, &p.name, &p.source.topic, range);
+            stage::write_parquet(&data_dir.join(&path), &schema, std::slice::from_ref(batch)).map_err(Failure::host)?;
+            staged.push(path);
+            frames.push(frames::encode(&schema, std::slice::from_ref(batch)).map_err(|e| Failure::host(e.into()))?);
+        }
+        timings.stage = ms(t.elapsed());
+
+        // Dead letters go out, acknowledged, before any offset past them is committed.
+        let stored_dead: &[DeadLetter] = match &self.dead_letter_topic {
+            Some(topic) if !dead.is_empty() => {
+                topic.send(&p.source.topic, dead).await.map_err(|e| Failure::host(e.into()))?;
+                &[]
+            }
+            Some(_) => &[],
+            None => dead,
+        };
+
+        // Publish: array mode, slot 0 = this batch's frames. Skipped when every message was a dead letter.
+        let t = Instant::now();
+        let table = p.output_table();
+        let (output, log) = if frames.is_empty() {
+            (None, PluginLog::default())
+        } else {
+            let run = self
+                .node
+                .runtime
+                .publish_blocking(p.plugin.clone(), Arc::new(vec![frames]), p.limits.clone(), Some(vec![table.clone()]))
+                .await;
+            match run.outcome {
+                Ok(mut tables) => (tables.pop(), run.log),
+                Err(e) => return Err(Failure { error: e.into(), log: run.log }),
+            }
+        };
+        timings.publish = ms(t.elapsed());
+
+        // Commit: the table version and the offsets, in one catalog transaction.
+        let t = Instant::now();
+        let rows_out = output.as_ref().map_or(0, |o| o.frame.rows());
+        let version = match output {
+            Some(out) if out.frame.rows() > 0 => {
+                let path = stage::table_file(&p.collection, &table, &p.source.topic, ranges);
+                stage::write_parquet(&data_dir.join(&path), &out.frame.schema, &out.frame.batches).map_err(|e| Failure { error: e, log: log.clone() })?;
+                Some(NewVersion { table: table.clone(), files: vec![path.display().to_string()], rows: rows_out })
+            }
+            _ => None,
+        };
+        let mut execution = self.execution("committed", reason, ranges, partitions, dead.len(), rows_out, started_at_ms, *timings, &log, None);
+        let commit = BatchCommit {
+            collection: &p.collection,
+            publisher: &self.id,
+            topic: &p.source.topic,
+            version,
+            ranges,
+            execution: &execution,
+            dead_letters: stored_dead,
+        };
+        match self.node.catalog.commit(&commit) {
+            Ok(version) => execution.table_version = version,
+            Err(e @ CatalogError::ConflictingOffsets { .. }) => return Ok(Attempt::Conflict(e)),
+            Err(e) => return Err(Failure { error: e.into(), log }),
+        }
+        timings.commit = ms(t.elapsed());
+        execution.timings_ms = *timings;
+
+        // Kafka's group offsets follow, only so lag tools see progress.
+        self.commit_group_offsets(ranges);
+        Ok(Attempt::Committed(execution, staged))
+    }
+
+    /// After a commit: the catalog's offsets moved past the batch.
+    fn committed(&mut self, ranges: &[PartitionRange], execution: Execution, staged: Vec<std::path::PathBuf>) {
+        for r in ranges {
+            self.next.insert(r.partition, Some(r.last + 1));
+        }
+        let data_dir = self.node.catalog.data_dir();
+        for path in staged {
+            let _ = std::fs::remove_file(data_dir.join(path));
+        }
+        tracing::info!(publisher = %self.id, rows_in = execution.rows_in, rows_out = execution.rows_out, dead_letters = execution.dead_letters, version = ?execution.table_version, "batch committed");
+        self.emit(WorkerEvent::Committed(execution));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn execution(
+        &self,
+        status: &str,
+        reason: RolloverReason,
+        ranges: &[PartitionRange],
+        partitions: &[(i32, RecordBatch)],
+        dead: usize,
+        rows_out: u64,
+        started_at_ms: i64,
+        timings: Timings,
+        log: &PluginLog,
+        error: Option<String>,
+    ) -> Execution {
+        Execution {
+            id: 0,
+            publisher: self.id.clone(),
+            status: status.into(),
+            rollover_reason: reason.as_str().into(),
+            rows_in: partitions.iter().map(|(_, b)| b.num_rows() as u64).sum(),
+            rows_out,
+            dead_letters: dead as u64,
+            offsets: ranges.to_vec(),
+            table_version: None,
+            started_at_ms,
+            timings_ms: timings,
+            plugin_log: serde_json::to_value(log).unwrap_or_default(),
+            error,
+        }
+    }
+
+    fn commit_group_offsets(&self, ranges: &[PartitionRange]) {
+        let mut tpl = TopicPartitionList::new();
+        for r in ranges {
+            let _ = tpl.add_partition_offset(&self.publisher.source.topic, r.partition, Offset::Offset(r.last + 1));
+        }
+        if let Err(e) = self.consumer.commit(&tpl, CommitMode::Async) {
+            tracing::warn!(publisher = %self.id, error = %e, "committing group offsets (for lag tools) failed");
+        }
+    }
+
+    /// After a conflict: take the catalog's offsets again and read on from there.
+    fn reseek(&mut self, ranges: &[PartitionRange]) {
+        let stored = match self.node.catalog.offsets(&self.id, &self.publisher.source.topic) {
+            Ok(stored) => stored,
+            Err(e) => {
+                tracing::error!(publisher = %self.id, error = %e, "reading offsets after a conflict");
+                return;
+            }
+        };
+        for r in ranges {
+            let offset = stored.get(&r.partition).copied();
+            self.next.insert(r.partition, offset);
+            let position = offset.map_or(Offset::Beginning, Offset::Offset);
+            if let Err(e) = self.consumer.seek(&self.publisher.source.topic, r.partition, position, Duration::from_secs(10)) {
+                tracing::warn!(publisher = %self.id, partition = r.partition, error = %e, "seeking after a conflict");
+            }
+        }
+    }
+}
+
+enum Attempt {
+    Committed(Execution, Vec<std::path::PathBuf>),
+    Conflict(CatalogError),
+}
+
+struct Failure {
+    error: anyhow::Error,
+    log: PluginLog,
+}
+
+impl Failure {
+    fn host(error: anyhow::Error) -> Self {
+        Self { error, log: PluginLog::default() }
+    }
+}
+
+/// Decodes each partition's messages into one batch; dead letters of all partitions together.
+fn decode_by_partition(decoder: &JsonDecoder, messages: Vec<RawMessage>) -> (Vec<(i32, RecordBatch)>, Vec<DeadLetter>) {
+    let mut by_partition: BTreeMap<i32, Vec<RawMessage>> = BTreeMap::new();
+    for m in messages {
+        by_partition.entry(m.partition).or_default().push(m);
+    }
+    let mut batches = Vec::new();
+    let mut dead = Vec::new();
+    for (partition, messages) in by_partition {
+        let (batch, mut bad) = decoder.decode(messages);
+        if batch.num_rows() > 0 {
+            batches.push((partition, batch));
+        }
+        dead.append(&mut bad);
+    }
+    (batches, dead)
+}
+
+/// Resolves once shutdown is asked for (or its sender is gone).
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}

@@ -1,0 +1,244 @@
+//! The stream worker against a real Kafka-protocol broker (librdkafka's mock
+//! cluster, in-process): rollovers, dead letters, retries, broker outages,
+//! consumer groups, and exactly-once commits. Each test has its own broker.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use rdkafka::Message;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Headers;
+use serde_json::json;
+use weir::worker::{WorkerEvent, WorkerExit, WorkerOptions};
+
+use common::stream::{Harness, clicks};
+
+fn fast_retries() -> WorkerOptions {
+    WorkerOptions { first_backoff: Duration::from_millis(200), max_backoff: Duration::from_secs(1), ..WorkerOptions::default() }
+}
+
+fn assert_exactly_once(h: &Harness, expected: usize) {
+    let ids = h.committed_event_ids();
+    let unique: HashSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "no row is committed twice");
+    assert_eq!(ids.len(), expected, "every row is committed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_rollover_closes_batches_of_that_many() {
+    let h = Harness::new(1);
+    h.produce("clicks", &clicks(0, 12)).await;
+    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 5, "kafka.time_rollover_seconds": 600}), None), WorkerOptions::default());
+    let first = w.next_commit().await;
+    let second = w.next_commit().await;
+    for e in [&first, &second] {
+        assert_eq!((e.rollover_reason.as_str(), e.rows_in, e.rows_out), ("messages", 5, 5));
+    }
+    assert_eq!((first.offsets[0].first, first.offsets[0].last, second.offsets[0].first), (0, 4, 5));
+    // The last two wait in the open batch (no threshold trips; give the consumer
+    // a moment to deliver them), and shutdown commits them.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(w.stop().await, WorkerExit::Shutdown);
+    let executions = h.catalog.executions("events/read_clicks").unwrap();
+    assert_eq!(executions.last().unwrap().rollover_reason, "shutdown");
+    assert_eq!(executions.last().unwrap().rows_out, 2);
+    assert_exactly_once(&h, 12);
+    assert_eq!(h.catalog.offsets("events/read_clicks", "clicks").unwrap()[&0], 12);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn size_rollover_counts_buffered_bytes() {
+    let h = Harness::new(1);
+    let values = clicks(0, 40);
+    let per_message = values[0].len() + "key-0".len();
+    h.produce("clicks", &values).await;
+    // 0.001 MiB = 1049 bytes: the batch closes on the message that reaches it.
+    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.size_rollover_mb": 0.001, "kafka.time_rollover_seconds": 600}), None), WorkerOptions::default());
+    let e = w.next_commit().await;
+    assert_eq!(e.rollover_reason, "size");
+    let expected_rows = 1049u64.div_ceil(per_message as u64);
+    assert!(e.rows_in.abs_diff(expected_rows) <= 1, "{} rows of ~{per_message} bytes closed the 1049-byte batch", e.rows_in);
+    w.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_rollover_fires_on_an_idle_topic() {
+    let h = Harness::new(2);
+    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.time_rollover_seconds": 1}), None), WorkerOptions::default());
+    h.produce("clicks", &clicks(0, 3)).await;
+    // Nothing else arrives: the timer alone must close the batch.
+    let e = w.next_commit().await;
+    assert_eq!((e.rollover_reason.as_str(), e.rows_out), ("time", 3));
+    // An empty buffer never makes a batch: nothing more is committed while idle.
+    let more = tokio::time::timeout(Duration::from_secs(3), w.next_commit()).await;
+    assert!(more.is_err(), "an empty buffer made a batch: {more:?}");
+    w.stop().await;
+    assert_eq!(h.catalog.executions("events/read_clicks").unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_messages_become_dead_letters_in_the_catalog() {
+    let h = Harness::new(1);
+    let mut values = clicks(0, 4);
+    values.insert(1, "not json".into());
+    values.insert(3, json!({"event_id": "evt-x", "user_id": "seven", "url": "/", "ts": "2026-11-29T10:00:00Z"}).to_string());
+    h.produce("clicks", &values).await;
+    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 6}), None), WorkerOptions::default());
+    let e = w.next_commit().await;
+    assert_eq!((e.rows_in, e.rows_out, e.dead_letters), (4, 4, 2));
+    w.stop().await;
+    let dead = h.catalog.dead_letters("events/read_clicks").unwrap();
+    assert_eq!(dead.iter().map(|d| d.offset).collect::<Vec<_>>(), [1, 3]);
+    assert_eq!(dead[0].value.as_deref(), Some(b"not json".as_slice()));
+    assert_eq!(dead[0].key.as_deref(), Some(b"key-1".as_slice()));
+    assert_eq!(dead[0].headers, [("source".to_string(), Some(b"test".to_vec()))]);
+    assert!(dead[1].error.contains("not valid JSON for the schema"), "{}", dead[1].error);
+    assert_exactly_once(&h, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_messages_go_to_the_dead_letter_topic_with_their_coordinates() {
+    let h = Harness::new(1);
+    h.broker.create_topic("clicks.dlq", 1).unwrap();
+    let mut values = clicks(0, 3);
+    values.push("{\"truncated\": ".into());
+    h.produce("clicks", &values).await;
+    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 4}), Some("clicks.dlq")), WorkerOptions::default());
+    let e = w.next_commit().await;
+    assert_eq!((e.rows_out, e.dead_letters), (3, 1));
+    w.stop().await;
+    assert!(h.catalog.dead_letters("events/read_clicks").unwrap().is_empty(), "they went to the topic instead");
+
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", h.broker.bootstrap_servers())
+        .set("group.id", "dlq-reader")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["clicks.dlq"]).unwrap();
+    let letter = tokio::time::timeout(Duration::from_secs(30), consumer.recv()).await.unwrap().unwrap();
+    assert_eq!(letter.payload(), Some(b"{\"truncated\": ".as_slice()));
+    assert_eq!(letter.key(), Some(b"key-3".as_slice()));
+    let headers: Vec<(String, String)> = letter
+        .headers()
+        .unwrap()
+        .iter()
+        .map(|h| (h.key.to_string(), String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned()))
+        .collect();
+    let get = |k: &str| headers.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    assert_eq!(get("source"), Some("test"), "the original headers are kept");
+    assert_eq!(get("weir.source.topic"), Some("clicks"));
+    assert_eq!(get("weir.source.partition"), Some("0"));
+    assert_eq!(get("weir.source.offset"), Some("3"));
+    assert!(get("weir.source.timestamp").is_some());
+    assert_eq!(get("weir.error"), Some("the value is not a complete JSON object"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_plugin_is_retried_and_then_commits_once() {
+    let h = Harness::new(1);
+    let not_before = weir::catalog::now_ms() + 1500;
+    let values: Vec<String> = (0..3)
+        .map(|i| json!({"event_id": format!("evt-{i}"), "user_id": 1, "url": "/", "ts": "2026-11-29T10:00:00Z", "not_before_ms": not_before}).to_string())
+        .collect();
+    h.produce("clicks", &values).await;
+    let mut w = h.start(h.publisher("fixture-fail-until", json!({"kafka.messages_rollover": 3}), None), fast_retries());
+    let failed = w.next_matching(|e| matches!(e, WorkerEvent::AttemptFailed { .. }).then(|| format!("{e:?}"))).await;
+    assert!(failed.contains("the plugin failed: not before"), "{failed}");
+    let e = w.next_commit().await;
+    assert_eq!(e.rows_out, 3);
+    w.stop().await;
+    let statuses: Vec<String> = h.catalog.executions("events/read_clicks").unwrap().into_iter().map(|e| e.status).collect();
+    assert!(statuses.len() >= 2 && statuses[..statuses.len() - 1].iter().all(|s| s == "failed"), "{statuses:?}");
+    assert_eq!(statuses.last().unwrap(), "committed");
+    assert_exactly_once(&h, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_always_fails_marks_the_publisher_failed_and_commits_nothing() {
+    let h = Harness::new(1);
+    h.produce("clicks", &clicks(0, 2)).await;
+    let options = WorkerOptions { max_attempts: 3, ..fast_retries() };
+    let mut w = h.start(h.publisher("hostile-panic", json!({"kafka.messages_rollover": 2}), None), options);
+    let exit = tokio::time::timeout(Duration::from_secs(60), &mut w.handle).await.unwrap().unwrap().unwrap();
+    let WorkerExit::Failed(error) = exit else { panic!("{exit:?}") };
+    assert!(error.starts_with("the plugin panicked: cannot handle a batch of 1 slots"), "{error}");
+    assert_eq!(h.catalog.executions("events/read_clicks").unwrap().len(), 3);
+    assert!(h.catalog.offsets("events/read_clicks", "clicks").unwrap().is_empty(), "offsets stay where they were");
+    assert!(h.catalog.versions("events", "clicks").unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_resumes_by_itself_when_the_broker_comes_back() {
+    let h = Harness::new(1);
+    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 5}), None), WorkerOptions::default());
+    h.produce("clicks", &clicks(0, 5)).await;
+    w.next_commit().await;
+    h.broker.broker_down(1).unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    h.broker.broker_up(1).unwrap();
+    h.produce("clicks", &clicks(5, 5)).await;
+    let e = w.next_commit().await;
+    assert_eq!(e.rows_out, 5);
+    w.stop().await;
+    assert_exactly_once(&h, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarting_resumes_from_the_catalog_without_loss_or_duplicates() {
+    let h = Harness::new(3);
+    h.produce("clicks", &clicks(0, 30)).await;
+    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 10}), None), WorkerOptions::default());
+    w.commits_until(30).await;
+    w.stop().await;
+    h.produce("clicks", &clicks(30, 20)).await;
+    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 10}), None), WorkerOptions::default());
+    w.commits_until(20).await;
+    w.stop().await;
+    assert_exactly_once(&h, 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_split_partitions_and_survive_a_rebalance() {
+    let h = Harness::new(4);
+    let publisher = || h.publisher("read-clicks", json!({"kafka.messages_rollover": 5, "kafka.time_rollover_seconds": 1}), None);
+    let mut a = h.start(publisher(), WorkerOptions::default());
+    let mut b = h.start(publisher(), WorkerOptions::default());
+    // Both end up owning part of the topic.
+    let (pa, pb) = tokio::join!(owned_share(&mut a), owned_share(&mut b));
+    assert_eq!(pa + pb, 4, "the partitions are split between the two workers");
+    h.produce("clicks", &clicks(0, 40)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // One leaves: the other takes every partition and carries on.
+    a.stop().await;
+    h.produce("clicks", &clicks(40, 40)).await;
+    let wait = async {
+        loop {
+            if h.committed_event_ids().len() >= 80 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), wait).await.expect("all 80 rows committed");
+    b.stop().await;
+    assert_exactly_once(&h, 80);
+}
+
+/// Waits until the worker is assigned a strict part of the 4 partitions.
+async fn owned_share(w: &mut common::stream::RunningWorker) -> usize {
+    loop {
+        let p = w
+            .next_matching(|e| match e {
+                WorkerEvent::Assigned(p) => Some(p.len()),
+                _ => None,
+            })
+            .await;
+        if p > 0 && p < 4 {
+            return p;
+        }
+    }
+}
