@@ -12,8 +12,10 @@
 pub mod buffer;
 pub mod catalog;
 pub mod consume;
+pub mod crash;
 pub mod dead_letters;
 pub mod embedded_broker;
+pub mod declaration;
 pub mod decode;
 pub mod frames;
 pub mod input;

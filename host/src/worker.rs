@@ -278,6 +278,7 @@ impl Worker {
             .await
             .expect("decoding does not panic");
         timings.decode = ms(t.elapsed());
+        crate::crash::point("before-stage");
 
         let mut attempt = 0;
         loop {
@@ -343,6 +344,7 @@ impl Worker {
             frames.push(frames::encode(&schema, std::slice::from_ref(batch)).map_err(|e| Failure::host(e.into()))?);
         }
         timings.stage = ms(t.elapsed());
+        crate::crash::point("after-stage");
 
         // Dead letters go out, acknowledged, before any offset past them is committed.
         let stored_dead: &[DeadLetter] = match &self.dead_letter_topic {
@@ -357,6 +359,7 @@ impl Worker {
         // Publish: array mode, slot 0 = this batch's frames. Skipped when every message was a dead letter.
         let t = Instant::now();
         let table = p.output_table();
+        crate::crash::soon("during-publish", Duration::from_micros(200));
         let (output, log) = if frames.is_empty() {
             (None, PluginLog::default())
         } else {
@@ -400,6 +403,7 @@ impl Worker {
         }
         timings.commit = ms(t.elapsed());
         execution.timings_ms = *timings;
+        crate::crash::point("after-catalog-commit");
 
         // Kafka's group offsets follow, only so lag tools see progress.
         self.commit_group_offsets(ranges);

@@ -2,6 +2,7 @@
 
 mod demo;
 mod run_plugin;
+mod stream;
 mod units;
 
 use std::process::ExitCode;
@@ -22,6 +23,8 @@ enum Command {
     Demo(demo::Args),
     /// Run a publisher plugin on local table files: no server, no broker.
     RunPlugin(run_plugin::Args),
+    /// Run one stream publisher from its declaration until SIGINT/SIGTERM.
+    Stream(stream::Args),
 }
 
 /// How results are printed.
@@ -38,5 +41,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::RunPlugin(args) => run_plugin::run(args),
+        Command::Stream(args) => stream::run(args),
     }
 }

@@ -1,0 +1,129 @@
+//! `weir stream`: run one stream publisher from its declaration, until SIGINT
+//! or SIGTERM (which commit the open batch within a deadline, or drop it to be
+//! re-read). No server needed: the catalog is the data directory's.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::sync::watch;
+
+use weir::buffer::MemoryBudget;
+use weir::catalog::Catalog;
+use weir::declaration::Declaration;
+use weir::plugin::{Limits, Runtime, RuntimeConfig};
+use weir::source::{KafkaConnection, SaslCredentials, SaslMechanism};
+use weir::worker::{self, Node, StreamPublisher, WorkerExit, WorkerOptions};
+
+use super::units::{parse_duration, parse_size};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The publisher declaration (TOML).
+    declaration: PathBuf,
+    /// The publisher's plugin: a WebAssembly component.
+    #[arg(long)]
+    plugin: PathBuf,
+    /// The collection the publisher and its table belong to.
+    #[arg(long, default_value = "events", env = "WEIR_COLLECTION")]
+    collection: String,
+    /// Where the catalog and the table files live.
+    #[arg(long, default_value = "weir-data", env = "WEIR_DATA_DIR")]
+    data_dir: PathBuf,
+    /// The Kafka brokers, `host:port[,host:port]`.
+    #[arg(long, env = "WEIR_BOOTSTRAP_SERVERS")]
+    bootstrap_servers: String,
+    /// SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[arg(long, env = "WEIR_SASL_MECHANISM", requires = "sasl_username")]
+    sasl_mechanism: Option<String>,
+    #[arg(long, env = "WEIR_SASL_USERNAME", requires = "sasl_password")]
+    sasl_username: Option<String>,
+    #[arg(long, env = "WEIR_SASL_PASSWORD", hide_env_values = true)]
+    sasl_password: Option<String>,
+    /// The consumer group [default: weir.<collection>.<publisher>].
+    #[arg(long, env = "WEIR_GROUP_ID")]
+    group_id: Option<String>,
+    /// A librdkafka client setting, passed through (repeatable).
+    #[arg(long = "client-setting", value_name = "KEY=VALUE")]
+    client_settings: Vec<String>,
+    /// Linear memory the plugin may use per batch.
+    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
+    memory_limit: u64,
+    /// CPU time the plugin may use per batch.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    deadline: Duration,
+    /// Bytes all workers of this process may buffer before the largest batch closes early.
+    #[arg(long, default_value = "1GiB", value_parser = parse_size, env = "WEIR_MEMORY_BUDGET")]
+    memory_budget: u64,
+    /// How long a shutdown may spend committing the open batch.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    shutdown_deadline: Duration,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(stream(args))
+}
+
+async fn stream(args: Args) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.declaration).with_context(|| format!("reading {}", args.declaration.display()))?;
+    let base = args.declaration.parent().map(PathBuf::from).unwrap_or_default();
+    let resolved = Declaration::parse(&text)
+        .and_then(|d| d.resolve(&base))
+        .with_context(|| format!("publisher declaration {}", args.declaration.display()))?;
+
+    let credentials = match (args.sasl_mechanism.as_deref(), args.sasl_username, args.sasl_password) {
+        (Some(m), Some(username), Some(password)) => {
+            let mechanism = match m {
+                "PLAIN" => SaslMechanism::Plain,
+                "SCRAM-SHA-256" => SaslMechanism::ScramSha256,
+                "SCRAM-SHA-512" => SaslMechanism::ScramSha512,
+                other => anyhow::bail!("--sasl-mechanism {other:?}: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+            };
+            Some(SaslCredentials { mechanism, username, password })
+        }
+        _ => None,
+    };
+    let client_settings = args
+        .client_settings
+        .iter()
+        .map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).with_context(|| format!("--client-setting {kv:?}: write KEY=VALUE")))
+        .collect::<anyhow::Result<_>>()?;
+    let connection = KafkaConnection { bootstrap_servers: args.bootstrap_servers, credentials, tls: None, group_id: args.group_id, client_settings };
+
+    let runtime = Arc::new(Runtime::new(RuntimeConfig { cache_dir: Some(args.data_dir.join("artifacts")), ..RuntimeConfig::default() })?);
+    let bytes = std::fs::read(&args.plugin).with_context(|| format!("reading plugin {}", args.plugin.display()))?;
+    let plugin = runtime.load(&bytes).with_context(|| format!("loading plugin {}", args.plugin.display()))?;
+    let catalog = Arc::new(Catalog::open(&args.data_dir)?);
+    let publisher = StreamPublisher {
+        collection: args.collection,
+        name: resolved.name,
+        connection,
+        source: resolved.source,
+        flush_interval_mins: resolved.flush_interval_mins,
+        plugin,
+        limits: Limits { memory_bytes: args.memory_limit, deadline: args.deadline, ..Limits::default() },
+    };
+    let node = Node { catalog, runtime, budget: Arc::new(MemoryBudget::new(args.memory_budget)) };
+    let options = WorkerOptions { shutdown_deadline: args.shutdown_deadline, ..WorkerOptions::default() };
+
+    let (stop, shutdown) = watch::channel(false);
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutting down: committing the open batch");
+        let _ = stop.send(true);
+    });
+    match worker::run(publisher, node, options, None, shutdown).await? {
+        WorkerExit::Shutdown => Ok(ExitCode::SUCCESS),
+        WorkerExit::Failed(error) => {
+            eprintln!("error: the publisher failed: {error}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The stream publisher declaration, a TOML file that mirrors the decorator
+//! users know:
+//!
+//! ```toml
+//! name = "read_clicks"
+//! flush_interval_mins = 5
+//! output_tables = ["clicks"]
+//! [source.kafka]
+//! topic = "clicks"
+//! data_format = "json"
+//! schema = "clicks.json"            # a path (relative to this file), or the schema inline
+//! dead_letter_topic = "clicks.dlq"  # optional
+//! [source.kafka.src_cfg]
+//! "kafka.time_rollover_seconds" = 30
+//! ```
+//!
+//! Parsed in two stages: the words (unknown keys are errors), then resolved
+//! into a [`KafkaSource`] with every value checked.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::source::{self, DataFormat, KafkaSource, SourceConfig};
+use crate::worker::table_name_for_topic;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Declaration {
+    pub name: String,
+    pub flush_interval_mins: toml::Value,
+    pub output_tables: Vec<String>,
+    pub source: SourceSection,
+    /// Only here to say why it is wrong.
+    trigger: Option<toml::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSection {
+    pub kafka: KafkaSection,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSection {
+    pub topic: String,
+    pub data_format: DataFormat,
+    pub schema: Option<String>,
+    pub dead_letter_topic: Option<String>,
+    #[serde(default)]
+    pub src_cfg: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeclarationError {
+    #[error("{0}")]
+    Toml(String),
+    #[error("publisher name {0:?} is invalid: use letters, digits and `_`, starting with a letter")]
+    BadName(String),
+    #[error("a stream publisher takes no trigger: the rollover is its trigger. Remove `trigger`, and set when batches close with `flush_interval_mins` and `[source.kafka.src_cfg]`")]
+    Trigger,
+    #[error("`schema` is required: point it at a JSON Schema file (e.g. schema = \"clicks.json\") or give the schema inline")]
+    MissingSchema,
+    #[error("output_tables must be exactly [\"{expected}\"], the table named after the topic, not {given:?}")]
+    OutputTables { expected: String, given: Vec<String> },
+    #[error(transparent)]
+    Source(#[from] source::SourceError),
+}
+
+/// A declaration, checked and resolved.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub name: String,
+    pub flush_interval_mins: u64,
+    pub source: KafkaSource,
+}
+
+impl Declaration {
+    pub fn parse(text: &str) -> Result<Self, DeclarationError> {
+        toml::from_str(text).map_err(|e| DeclarationError::Toml(e.message().to_string()))
+    }
+
+    /// Checks every value; `base_dir` resolves a schema given as a relative path.
+    pub fn resolve(self, base_dir: &Path) -> Result<Resolved, DeclarationError> {
+        if self.trigger.is_some() {
+            return Err(DeclarationError::Trigger);
+        }
+        let mut chars = self.name.chars();
+        if !(chars.next().is_some_and(|c| c.is_ascii_alphabetic()) && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')) {
+            return Err(DeclarationError::BadName(self.name));
+        }
+        let flush = serde_json::to_value(&self.flush_interval_mins).unwrap_or_default();
+        let flush_interval_mins = source::flush_interval(&flush)?;
+        let kafka = self.source.kafka;
+        let expected = table_name_for_topic(&kafka.topic);
+        if self.output_tables != [expected.clone()] {
+            return Err(DeclarationError::OutputTables { expected, given: self.output_tables });
+        }
+        let schema_spec = kafka.schema.ok_or(DeclarationError::MissingSchema)?;
+        let schema = source::load_schema(&schema_spec, base_dir)?;
+        let src_cfg = kafka.src_cfg.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default())).collect();
+        let config = SourceConfig::parse(&src_cfg)?;
+        Ok(Resolved {
+            name: self.name,
+            flush_interval_mins,
+            source: KafkaSource { topic: kafka.topic, data_format: kafka.data_format, schema, config, dead_letter_topic: kafka.dead_letter_topic },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHEMA: &str = r#"schema = '{"type":"object","properties":{"id":{"type":"integer"}}}'"#;
+
+    fn resolve(text: &str) -> Result<Resolved, DeclarationError> {
+        Declaration::parse(text)?.resolve(Path::new("."))
+    }
+
+    fn declaration(top: &str, kafka: &str) -> String {
+        format!("name = \"read_clicks\"\n{top}\n[source.kafka]\ntopic = \"clicks\"\ndata_format = \"json\"\n{kafka}\n")
+    }
+
+    #[test]
+    fn the_seed_declaration_resolves() {
+        let text = declaration("flush_interval_mins = 5\noutput_tables = [\"clicks\"]", &format!("{SCHEMA}\ndead_letter_topic = \"clicks.dlq\"\n[source.kafka.src_cfg]\n\"kafka.time_rollover_seconds\" = 30"));
+        let r = resolve(&text).unwrap();
+        assert_eq!((r.name.as_str(), r.flush_interval_mins), ("read_clicks", 5));
+        assert_eq!(r.source.config.rollover(5).time.as_secs(), 30);
+        assert_eq!(r.source.dead_letter_topic.as_deref(), Some("clicks.dlq"));
+    }
+
+    #[test]
+    fn each_mistake_says_what_to_do() {
+        let ok_top = "flush_interval_mins = 5\noutput_tables = [\"clicks\"]";
+        let cases = [
+            (declaration(&format!("{ok_top}\ntrigger = \"0 * * * *\""), SCHEMA), "a stream publisher takes no trigger: the rollover is its trigger."),
+            (declaration(ok_top, ""), "`schema` is required"),
+            (declaration(ok_top, "schema = '{\"type\": 1}'"), "the schema does not parse: the schema must be a JSON object"),
+            (declaration("flush_interval_mins = 0\noutput_tables = [\"clicks\"]", SCHEMA), "flush_interval_mins must be a whole number of minutes, at least 1, not 0"),
+            (declaration("flush_interval_mins = 1.5\noutput_tables = [\"clicks\"]", SCHEMA), "flush_interval_mins must be a whole number of minutes, at least 1, not 1.5"),
+            (declaration("flush_interval_mins = 5\noutput_tables = [\"events\"]", SCHEMA), "output_tables must be exactly [\"clicks\"]"),
+            (declaration(ok_top, &format!("{SCHEMA}\n[source.kafka.src_cfg]\n\"kafka.messages_rollover\" = -1")), "src_cfg `kafka.messages_rollover` must be a whole number greater than zero, not -1"),
+            (declaration(ok_top, &format!("{SCHEMA}\ncolour = \"blue\"")), "unknown field `colour`"),
+            (declaration(ok_top, SCHEMA).replace("\"json\"", "\"xml\""), "unknown variant `xml`"),
+        ];
+        for (text, expected) in cases {
+            let err = resolve(&text).unwrap_err().to_string();
+            assert!(err.contains(expected), "{text}\n→ {err}\nexpected: {expected}");
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Crash safety, as a real process: `weir stream` is killed (SIGKILL, or an
+//! abort at a named point of the pipeline) over and over while a
+//! multi-partition topic fills, restarted each time, and in the end every good
+//! message is in the committed table exactly once and every bad one is a dead
+//! letter exactly once. The broker lives in this test process, so it outlives
+//! every kill.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use common::stream::{CLICKS_SCHEMA, Harness, clicks};
+
+const DECLARATION: &str = r#"
+name = "read_clicks"
+flush_interval_mins = 1
+output_tables = ["clicks"]
+[source.kafka]
+topic = "clicks"
+data_format = "json"
+schema = "clicks.json"
+[source.kafka.src_cfg]
+"kafka.messages_rollover" = 40
+"kafka.time_rollover_seconds" = 1
+"#;
+
+fn spawn(h: &Harness, crash_at: Option<&str>) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
+    cmd.arg("stream")
+        .arg(h.dir.path().join("publisher.toml"))
+        .arg("--plugin")
+        .arg(common::guest_path("read-clicks"))
+        .arg("--bootstrap-servers")
+        .arg(h.broker.bootstrap_servers())
+        .arg("--data-dir")
+        .arg(h.dir.path())
+        .args(["--client-setting", "session.timeout.ms=3000", "--client-setting", "heartbeat.interval.ms=300"])
+        .env_remove("WEIR_CRASH_AT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(point) = crash_at {
+        cmd.env("WEIR_CRASH_AT", point);
+    }
+    cmd.spawn().expect("spawning weir stream")
+}
+
+/// Waits for the child to exit by itself for up to `limit`, then kills it.
+fn wait_or_kill(child: &mut Child, limit: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if child.try_wait().expect("try_wait").is_some() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    false
+}
+
+fn bad_messages(wave: usize) -> Vec<String> {
+    vec![
+        format!("{{\"event_id\": \"bad-{wave}-a\", \"user_id\": "),
+        json!({"event_id": format!("bad-{wave}-b"), "user_id": "x", "url": "/", "ts": "2026-11-29T10:00:00Z"}).to_string(),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_at_any_moment_nothing_is_lost_or_doubled() {
+    let h = Harness::new(3);
+    std::fs::write(h.dir.path().join("publisher.toml"), DECLARATION).unwrap();
+    std::fs::write(h.dir.path().join("clicks.json"), CLICKS_SCHEMA).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(20261129);
+    let (mut good, mut bad) = (0usize, 0usize);
+    let points = ["before-stage", "after-stage", "during-publish", "after-catalog-commit"];
+    let mut crashed_at_points = 0;
+
+    for round in 0..12 {
+        let mut wave = clicks(good, 120);
+        good += wave.len();
+        let mut letters = bad_messages(round);
+        bad += letters.len();
+        wave.append(&mut letters);
+        h.produce("clicks", &wave).await;
+
+        if round % 2 == 0 {
+            // A named point: the process aborts there by itself.
+            let point = points[(round / 2) % points.len()];
+            let mut child = spawn(&h, Some(point));
+            if wait_or_kill(&mut child, Duration::from_secs(30)) {
+                crashed_at_points += 1;
+            }
+        } else {
+            // SIGKILL at a random moment.
+            let mut child = spawn(&h, None);
+            tokio::time::sleep(Duration::from_millis(rng.random_range(300..3000))).await;
+            child.kill().expect("SIGKILL");
+            child.wait().expect("reap");
+        }
+    }
+    assert!(crashed_at_points >= 4, "the crash points were reached ({crashed_at_points} of 6)");
+
+    // One last run, left alone until everything is in, then stopped gracefully.
+    let mut child = spawn(&h, None);
+    let wanted = (good + bad) as u64;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let rows = h.committed_event_ids().len() as u64;
+        let dead = h.catalog.dead_letters("events/read_clicks").unwrap().len() as u64;
+        if rows + dead >= wanted || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc_kill(child.id() as i32, 15) };
+    assert!(wait_or_kill(&mut child, Duration::from_secs(30)), "SIGTERM stops weir stream");
+
+    let ids = h.committed_event_ids();
+    let unique: HashSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "a good message was committed twice");
+    assert_eq!(ids.len(), good, "a good message was lost");
+    let dead = h.catalog.dead_letters("events/read_clicks").unwrap();
+    let coordinates: HashSet<(i32, i64)> = dead.iter().map(|d| (d.partition, d.offset)).collect();
+    assert_eq!(coordinates.len(), dead.len(), "a bad message was recorded twice");
+    assert_eq!(dead.len(), bad, "a bad message was lost");
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, signal: i32) -> i32;
+}
