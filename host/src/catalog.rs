@@ -28,6 +28,10 @@ pub enum CatalogError {
     /// batch must be dropped and the partition re-read from the catalog.
     #[error("partition {partition} of `{topic}` moved on: the catalog has offset {found:?}, the batch started at {expected:?}")]
     ConflictingOffsets { topic: String, partition: i32, expected: Option<i64>, found: Option<i64> },
+    /// The batch holds offsets that are already committed: committing it would
+    /// write them twice.
+    #[error("partition {partition} of `{topic}`: the batch starts at offset {first}, but everything before {next} is already committed")]
+    OverlapsCommitted { topic: String, partition: i32, first: i64, next: i64 },
 }
 
 /// The offsets of one partition a batch covers.
@@ -220,6 +224,9 @@ impl Catalog {
                     |r| r.get(0),
                 )
                 .optional()?;
+            if let Some(next) = found.filter(|next| range.first < *next) {
+                return Err(CatalogError::OverlapsCommitted { topic: batch.topic.to_string(), partition: range.partition, first: range.first, next });
+            }
             if found != range.expected {
                 return Err(CatalogError::ConflictingOffsets {
                     topic: batch.topic.to_string(),
@@ -422,9 +429,16 @@ mod tests {
         };
         assert_eq!(commit(&first).unwrap(), Some(1));
         assert_eq!(catalog.offsets("events/p", "t").unwrap(), BTreeMap::from([(0, 10)]));
-        // The same batch again (a second worker, or a replay) conflicts and changes nothing.
+        // The same batch again (a second worker, or a replay) is refused and changes nothing.
         let err = commit(&first).unwrap_err();
+        assert!(matches!(err, CatalogError::OverlapsCommitted { partition: 0, first: 0, next: 10, .. }), "{err}");
+        // A batch that began before another worker's commit is refused too.
+        let stale = [PartitionRange { partition: 0, first: 10, last: 12, expected: None }];
+        let err = commit(&stale).unwrap_err();
         assert!(matches!(err, CatalogError::ConflictingOffsets { partition: 0, expected: None, found: Some(10), .. }), "{err}");
+        // A batch that re-reads committed offsets is refused, even when it began from the current offset.
+        let overlapping = [PartitionRange { partition: 0, first: 5, last: 19, expected: Some(10) }];
+        assert!(matches!(commit(&overlapping).unwrap_err(), CatalogError::OverlapsCommitted { first: 5, next: 10, .. }));
         let next = [PartitionRange { partition: 0, first: 10, last: 19, expected: Some(10) }];
         assert_eq!(commit(&next).unwrap(), Some(2));
         let versions = catalog.versions("events", "t").unwrap();

@@ -398,7 +398,7 @@ impl Worker {
         };
         match self.node.catalog.commit(&commit) {
             Ok(version) => execution.table_version = version,
-            Err(e @ CatalogError::ConflictingOffsets { .. }) => return Ok(Attempt::Conflict(e)),
+            Err(e @ (CatalogError::ConflictingOffsets { .. } | CatalogError::OverlapsCommitted { .. })) => return Ok(Attempt::Conflict(e)),
             Err(e) => return Err(Failure { error: e.into(), log }),
         }
         timings.commit = ms(t.elapsed());
