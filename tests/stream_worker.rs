@@ -242,3 +242,19 @@ async fn owned_share(w: &mut common::stream::RunningWorker) -> usize {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_memory_budget_closes_the_largest_buffer_early() {
+    let mut h = Harness::new(1);
+    h.budget = std::sync::Arc::new(weir::buffer::MemoryBudget::new(2000));
+    h.produce("clicks", &clicks(0, 40)).await;
+    // No threshold of its own would close this batch for ten minutes.
+    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.time_rollover_seconds": 600}), None), WorkerOptions::default());
+    let e = w.next_commit().await;
+    assert_eq!(e.rollover_reason, "memory-budget");
+    assert!(e.rows_in > 0 && e.rows_in < 40, "closed early, at {} rows", e.rows_in);
+    // What is left stays under the budget until shutdown commits it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    w.stop().await;
+    assert_exactly_once(&h, 40);
+}
