@@ -69,8 +69,9 @@ fn deep_recursion_overflows_the_stack() {
 #[test]
 fn returning_a_gibibyte_is_output_too_large() {
     let rt = runtime();
-    // Memory enough to build the 1 GiB answer, so the output limit is what stops it.
-    let limits = Limits { memory_bytes: 2 << 30, output_bytes: 64 << 20, ..Limits::default() };
+    // Memory and time enough to build the 1 GiB answer (zeroing it takes a while on a
+    // busy machine), so the output limit is what stops it.
+    let limits = Limits { memory_bytes: 2 << 30, output_bytes: 64 << 20, deadline: Duration::from_secs(120), ..Limits::default() };
     let run = run_hostile(&rt, "hostile-huge-output", &limits);
     assert_eq!(trap_kind(&run), &TrapKind::OutputTooLarge { limit_bytes: 64 << 20 });
     assert_eq!(message(&run), "the plugin tried to return more than 64 MiB of output and was stopped");
@@ -80,7 +81,8 @@ fn returning_a_gibibyte_is_output_too_large() {
 #[test]
 fn a_gibibyte_answer_within_the_default_memory_limit_is_a_memory_error() {
     let rt = runtime();
-    let run = run_hostile(&rt, "hostile-huge-output", &Limits::default());
+    let limits = Limits { deadline: Duration::from_secs(120), ..Limits::default() };
+    let run = run_hostile(&rt, "hostile-huge-output", &limits);
     assert_eq!(trap_kind(&run), &TrapKind::Memory { limit_bytes: 256 << 20 });
     assert_next_call_succeeds(&rt);
 }
