@@ -162,10 +162,17 @@ fn feed(decoder: &mut Decoder, message: &RawMessage) -> Result<(), String> {
 }
 
 fn explain(e: ArrowError) -> String {
-    match e {
-        ArrowError::JsonError(m) => format!("not valid JSON for the schema: {m}"),
-        other => format!("not valid for the schema: {other}"),
+    let message = match e {
+        ArrowError::JsonError(m) => m,
+        other => other.to_string(),
+    };
+    // arrow-json reports a missing required property as nulls in a non-nullable child.
+    if message.contains("unmasked nulls in non-nullable") {
+        if let Some(field) = message.split("Field { \"").nth(1).and_then(|rest| rest.split('"').next()) {
+            return format!("required property `{field}` is missing or null");
+        }
     }
+    format!("not valid JSON for the schema: {message}")
 }
 
 #[cfg(test)]
@@ -224,6 +231,8 @@ mod tests {
         }
         assert_eq!(dead[6].error, "the message has no value (a tombstone)");
         assert_eq!(dead[3].error, "the value holds more than one JSON document");
+        assert_eq!(dead[2].error, "required property `id` is missing or null");
+        assert!(dead[1].error.starts_with("not valid JSON for the schema: "), "{}", dead[1].error);
     }
 
     #[test]

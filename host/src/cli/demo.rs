@@ -129,6 +129,7 @@ async fn demo(args: Args) -> anyhow::Result<()> {
                     }
                 }
                 WorkerEvent::AttemptFailed { attempt, error } => println!("attempt {attempt} failed: {error}"),
+                WorkerEvent::Dropped { reason } => println!("dropped, to be re-read: {reason}"),
                 other => println!("  {other:?}"),
             }
         }

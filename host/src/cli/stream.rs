@@ -14,7 +14,7 @@ use weir::buffer::MemoryBudget;
 use weir::catalog::Catalog;
 use weir::declaration::Declaration;
 use weir::plugin::{Limits, Runtime, RuntimeConfig};
-use weir::source::{KafkaConnection, SaslCredentials, SaslMechanism};
+use weir::source::{KafkaConnection, SaslCredentials, SaslMechanism, Tls};
 use weir::worker::{self, Node, StreamPublisher, WorkerExit, WorkerOptions};
 
 use super::units::{parse_duration, parse_size};
@@ -42,6 +42,15 @@ pub struct Args {
     sasl_username: Option<String>,
     #[arg(long, env = "WEIR_SASL_PASSWORD", hide_env_values = true)]
     sasl_password: Option<String>,
+    /// TLS to the brokers: the CA that signed their certificates (PEM).
+    #[arg(long, env = "WEIR_TLS_CA_FILE")]
+    tls_ca_file: Option<String>,
+    /// A client certificate (PEM), for mutual TLS.
+    #[arg(long, env = "WEIR_TLS_CERT_FILE", requires = "tls_key_file")]
+    tls_cert_file: Option<String>,
+    /// The client certificate's key (PEM).
+    #[arg(long, env = "WEIR_TLS_KEY_FILE", hide_env_values = true)]
+    tls_key_file: Option<String>,
     /// The consumer group [default: weir.<collection>.<publisher>].
     #[arg(long, env = "WEIR_GROUP_ID")]
     group_id: Option<String>,
@@ -91,7 +100,9 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).with_context(|| format!("--client-setting {kv:?}: write KEY=VALUE")))
         .collect::<anyhow::Result<_>>()?;
-    let connection = KafkaConnection { bootstrap_servers: args.bootstrap_servers, credentials, tls: None, group_id: args.group_id, client_settings };
+    let tls = (args.tls_ca_file.is_some() || args.tls_cert_file.is_some())
+        .then(|| Tls { ca_file: args.tls_ca_file, cert_file: args.tls_cert_file, key_file: args.tls_key_file });
+    let connection = KafkaConnection { bootstrap_servers: args.bootstrap_servers, credentials, tls, group_id: args.group_id, client_settings };
 
     let runtime = Arc::new(Runtime::new(RuntimeConfig { cache_dir: Some(args.data_dir.join("artifacts")), ..RuntimeConfig::default() })?);
     let bytes = std::fs::read(&args.plugin).with_context(|| format!("reading plugin {}", args.plugin.display()))?;
