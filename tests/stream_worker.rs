@@ -258,3 +258,19 @@ async fn the_node_memory_budget_closes_the_largest_buffer_early() {
     w.stop().await;
     assert_exactly_once(&h, 40);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flush_interval_caps_the_time_window() {
+    let h = Harness::new(1);
+    // time_rollover_seconds says ten minutes; flush_interval_mins = 1 caps the window at 60 s.
+    let mut publisher = h.publisher("read-clicks", json!({"kafka.time_rollover_seconds": 600}), None);
+    publisher.flush_interval_mins = 1;
+    assert_eq!(publisher.rollover().time, Duration::from_secs(60));
+    let mut w = h.start(publisher, WorkerOptions::default());
+    h.produce("clicks", &clicks(0, 3)).await;
+    let sent = std::time::Instant::now();
+    let e = w.next_commit().await;
+    assert_eq!((e.rollover_reason.as_str(), e.rows_out), ("time", 3));
+    assert!(sent.elapsed() >= Duration::from_secs(55), "not before the ceiling");
+    w.stop().await;
+}

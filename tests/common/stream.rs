@@ -136,7 +136,7 @@ pub struct RunningWorker {
 }
 
 impl RunningWorker {
-    /// Waits (at most 60 s) for the next commit, skipping other events.
+    /// Waits (at most 120 s) for the next commit, skipping other events.
     pub async fn next_commit(&mut self) -> Execution {
         self.next_matching(|e| match e {
             WorkerEvent::Committed(exec) => Some(exec.clone()),
@@ -145,7 +145,7 @@ impl RunningWorker {
         .await
     }
 
-    /// Waits (at most 60 s) for an event `pick` accepts.
+    /// Waits (at most 120 s) for an event `pick` accepts.
     pub async fn next_matching<T>(&mut self, mut pick: impl FnMut(&WorkerEvent) -> Option<T>) -> T {
         let wait = async {
             loop {
@@ -155,7 +155,7 @@ impl RunningWorker {
                 }
             }
         };
-        tokio::time::timeout(Duration::from_secs(60), wait).await.expect("the expected event within 60 s")
+        tokio::time::timeout(Duration::from_secs(120), wait).await.expect("the expected event within 120 s")
     }
 
     /// Commits until `rows + dead letters` reach `total`; returns the executions.
