@@ -118,6 +118,18 @@ fn main() {
         weir_rate / rate(raw)
     );
 
+    let executions = h.catalog.executions("events/read_clicks").unwrap();
+    let total = |f: fn(&weir::catalog::Timings) -> f64| executions.iter().map(|e| f(&e.timings_ms)).sum::<f64>();
+    println!(
+        "  where the time went, over {} batches: decode {:.0} ms, stage {:.0} ms, publish (WASM) {:.0} ms, commit {:.0} ms; wall {:.0} ms",
+        executions.len(),
+        total(|t| t.decode),
+        total(|t| t.stage),
+        total(|t| t.publish),
+        total(|t| t.commit),
+        end_to_end.as_secs_f64() * 1e3
+    );
+
     println!("\npeak RSS of a `weir stream` process reading all {n} messages:");
     for size_mb in [16, 64] {
         let dir = tempfile::tempdir().unwrap();

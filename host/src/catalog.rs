@@ -212,8 +212,9 @@ impl Catalog {
     }
 
     /// Commits a batch: its execution, its table version, its dead letters and
-    /// the offsets past it, in one transaction, or nothing.
-    pub fn commit(&self, batch: &BatchCommit<'_>) -> Result<Option<i64>, CatalogError> {
+    /// the offsets past it, in one transaction, or nothing. Returns the
+    /// execution's id and the new version's number.
+    pub fn commit(&self, batch: &BatchCommit<'_>) -> Result<(i64, Option<i64>), CatalogError> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         for range in batch.ranges {
@@ -267,7 +268,14 @@ impl Catalog {
             )?;
         }
         tx.commit()?;
-        Ok(version_number)
+        Ok((execution_id, version_number))
+    }
+
+    /// Completes an execution's timings once its commit has been timed too.
+    pub fn set_timings(&self, execution: i64, timings: &Timings) -> Result<(), CatalogError> {
+        let conn = self.conn();
+        conn.execute("UPDATE executions SET timings = ?1 WHERE id = ?2", params![serde_json::to_string(timings).expect("json"), execution])?;
+        Ok(())
     }
 
     /// Records an execution that committed nothing (a failed or dropped batch).
@@ -427,7 +435,7 @@ mod tests {
                 dead_letters: &[],
             })
         };
-        assert_eq!(commit(&first).unwrap(), Some(1));
+        assert_eq!(commit(&first).unwrap().1, Some(1));
         assert_eq!(catalog.offsets("events/p", "t").unwrap(), BTreeMap::from([(0, 10)]));
         // The same batch again (a second worker, or a replay) is refused and changes nothing.
         let err = commit(&first).unwrap_err();
@@ -440,7 +448,7 @@ mod tests {
         let overlapping = [PartitionRange { partition: 0, first: 5, last: 19, expected: Some(10) }];
         assert!(matches!(commit(&overlapping).unwrap_err(), CatalogError::OverlapsCommitted { first: 5, next: 10, .. }));
         let next = [PartitionRange { partition: 0, first: 10, last: 19, expected: Some(10) }];
-        assert_eq!(commit(&next).unwrap(), Some(2));
+        assert_eq!(commit(&next).unwrap().1, Some(2));
         let versions = catalog.versions("events", "t").unwrap();
         assert_eq!(versions.iter().map(|v| v.version).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(catalog.executions("events/p").unwrap().len(), 2, "the conflicting commit left no execution behind");

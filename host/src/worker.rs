@@ -397,12 +397,15 @@ impl Worker {
             dead_letters: stored_dead,
         };
         match self.node.catalog.commit(&commit) {
-            Ok(version) => execution.table_version = version,
+            Ok((id, version)) => (execution.id, execution.table_version) = (id, version),
             Err(e @ (CatalogError::ConflictingOffsets { .. } | CatalogError::OverlapsCommitted { .. })) => return Ok(Attempt::Conflict(e)),
             Err(e) => return Err(Failure { error: e.into(), log }),
         }
         timings.commit = ms(t.elapsed());
         execution.timings_ms = *timings;
+        if let Err(e) = self.node.catalog.set_timings(execution.id, timings) {
+            tracing::warn!(publisher = %self.id, error = %e, "recording the commit's timing");
+        }
         crate::crash::point("after-catalog-commit");
 
         // Kafka's group offsets follow, only so lag tools see progress.
