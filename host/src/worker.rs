@@ -3,6 +3,7 @@
 //! publish (WASM) → commit table version + offsets → group offsets.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -332,74 +333,104 @@ impl Worker {
         let data_dir = self.node.catalog.data_dir().to_path_buf();
         let schema = self.decoder.output_schema().clone();
 
-        // Stage: one parquet file per partition, named from its offsets; and its frame for the plugin.
-        let t = Instant::now();
-        let mut frames = Vec::with_capacity(partitions.len());
-        let mut staged = Vec::new();
-        for (partition, batch) in partitions {
-            let range = ranges.iter().find(|r| r.partition == *partition).expect("a range per partition");
-            let path = stage::staged_file(&p.collection, &p.name, &p.source.topic, range);
-            stage::write_parquet(&data_dir.join(&path), &schema, std::slice::from_ref(batch)).map_err(Failure::host)?;
-            staged.push(path);
-            frames.push(frames::encode(&schema, std::slice::from_ref(batch)).map_err(|e| Failure::host(e.into()))?);
-        }
-        timings.stage = ms(t.elapsed());
-        crate::crash::point("after-stage");
-
-        // Dead letters go out, acknowledged, before any offset past them is committed.
-        let stored_dead: &[DeadLetter] = match &self.dead_letter_topic {
-            Some(topic) if !dead.is_empty() => {
-                topic.send(&p.source.topic, dead).await.map_err(|e| Failure::host(e.into()))?;
-                &[]
-            }
-            Some(_) => &[],
-            None => dead,
+        // Stage: one parquet file per partition, named from its offsets, written on the
+        // blocking pool while the plugin runs on the same batch's frames (one per file).
+        let staged: Vec<PathBuf> = ranges
+            .iter()
+            .filter(|r| partitions.iter().any(|(p, _)| *p == r.partition))
+            .map(|r| stage::staged_file(&p.collection, &p.name, &p.source.topic, r))
+            .collect();
+        let batches: Vec<RecordBatch> = partitions.iter().map(|(_, b)| b.clone()).collect();
+        let staging = {
+            let (dir, paths, schema, batches) = (data_dir.clone(), staged.clone(), schema.clone(), batches.clone());
+            tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
+                let t = Instant::now();
+                for (path, batch) in paths.iter().zip(&batches) {
+                    stage::write_parquet(&dir.join(path), &schema, std::slice::from_ref(batch))?;
+                }
+                Ok(t.elapsed())
+            })
+        };
+        let frames = {
+            let schema = schema.clone();
+            tokio::task::spawn_blocking(move || batches.iter().map(|b| frames::encode(&schema, std::slice::from_ref(b))).collect::<Result<Vec<_>, _>>())
+                .await
+                .expect("encoding does not panic")
+                .map_err(|e| Failure::host(e.into()))?
         };
 
-        // Publish: array mode, slot 0 = this batch's frames. Skipped when every message was a dead letter.
+        // Dead letters, then the plugin, while staging runs; staging is always awaited,
+        // so a retry never races a write still in flight.
         let t = Instant::now();
         let table = p.output_table();
-        crate::crash::soon("during-publish", Duration::from_micros(200));
-        let (output, log) = if frames.is_empty() {
-            (None, PluginLog::default())
-        } else {
+        let published = async {
+            // Dead letters go out, acknowledged, before any offset past them is committed.
+            let stored_dead: Vec<DeadLetter> = match &self.dead_letter_topic {
+                Some(topic) if !dead.is_empty() => {
+                    topic.send(&p.source.topic, dead).await.map_err(|e| Failure::host(e.into()))?;
+                    vec![]
+                }
+                Some(_) => vec![],
+                None => dead.to_vec(),
+            };
+            // Publish: array mode, slot 0 = this batch's frames. Skipped when every message was a dead letter.
+            crate::crash::soon("during-publish", Duration::from_micros(200));
+            if frames.is_empty() {
+                return Ok((None, PluginLog::default(), stored_dead));
+            }
             let run = self
                 .node
                 .runtime
                 .publish_blocking(p.plugin.clone(), Arc::new(vec![frames]), p.limits.clone(), Some(vec![table.clone()]))
                 .await;
             match run.outcome {
-                Ok(mut tables) => (tables.pop(), run.log),
-                Err(e) => return Err(Failure { error: e.into(), log: run.log }),
+                Ok(mut tables) => Ok((tables.pop(), run.log, stored_dead)),
+                Err(e) => Err(Failure { error: e.into(), log: run.log }),
             }
-        };
+        }
+        .await;
         timings.publish = ms(t.elapsed());
+        let staged_in = staging.await.expect("staging does not panic");
+        let (output, log, stored_dead) = published?;
+        timings.stage = ms(staged_in.map_err(Failure::host)?);
+        crate::crash::point("after-stage");
 
-        // Commit: the table version and the offsets, in one catalog transaction.
+        // Commit: the table version and the offsets, in one catalog transaction (on the blocking pool: it syncs to disk).
         let t = Instant::now();
         let rows_out = output.as_ref().map_or(0, |o| o.frame.rows());
-        let version = match output {
-            Some(out) if out.frame.rows() > 0 => {
-                let path = stage::table_file(&p.collection, &table, &p.source.topic, ranges);
-                stage::write_parquet(&data_dir.join(&path), &out.frame.schema, &out.frame.batches).map_err(|e| Failure { error: e, log: log.clone() })?;
-                Some(NewVersion { table: table.clone(), files: vec![path.display().to_string()], rows: rows_out })
-            }
-            _ => None,
-        };
         let mut execution = self.execution("committed", reason, ranges, partitions, dead.len(), rows_out, started_at_ms, *timings, &log, None);
-        let commit = BatchCommit {
-            collection: &p.collection,
-            publisher: &self.id,
-            topic: &p.source.topic,
-            version,
-            ranges,
-            execution: &execution,
-            dead_letters: stored_dead,
+        let committed = {
+            let catalog = self.node.catalog.clone();
+            let (collection, publisher, topic) = (p.collection.clone(), self.id.clone(), p.source.topic.clone());
+            let (ranges, execution) = (ranges.to_vec(), execution.clone());
+            tokio::task::spawn_blocking(move || -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
+                let version = match output {
+                    Some(out) if out.frame.rows() > 0 => {
+                        let path = stage::table_file(&collection, &table, &topic, &ranges);
+                        stage::write_parquet(&catalog.data_dir().join(&path), &out.frame.schema, &out.frame.batches)?;
+                        Some(NewVersion { table, files: vec![path.display().to_string()], rows: rows_out })
+                    }
+                    _ => None,
+                };
+                let commit = BatchCommit {
+                    collection: &collection,
+                    publisher: &publisher,
+                    topic: &topic,
+                    version,
+                    ranges: &ranges,
+                    execution: &execution,
+                    dead_letters: &stored_dead,
+                };
+                Ok(catalog.commit(&commit))
+            })
+            .await
+            .expect("committing does not panic")
         };
-        match self.node.catalog.commit(&commit) {
-            Ok((id, version)) => (execution.id, execution.table_version) = (id, version),
-            Err(e @ (CatalogError::ConflictingOffsets { .. } | CatalogError::OverlapsCommitted { .. })) => return Ok(Attempt::Conflict(e)),
-            Err(e) => return Err(Failure { error: e.into(), log }),
+        match committed {
+            Ok(Ok((id, version))) => (execution.id, execution.table_version) = (id, version),
+            Ok(Err(e @ (CatalogError::ConflictingOffsets { .. } | CatalogError::OverlapsCommitted { .. }))) => return Ok(Attempt::Conflict(e)),
+            Ok(Err(e)) => return Err(Failure { error: e.into(), log }),
+            Err(e) => return Err(Failure { error: e, log }),
         }
         timings.commit = ms(t.elapsed());
         execution.timings_ms = *timings;
@@ -414,7 +445,7 @@ impl Worker {
     }
 
     /// After a commit: the catalog's offsets moved past the batch.
-    fn committed(&mut self, ranges: &[PartitionRange], execution: Execution, staged: Vec<std::path::PathBuf>) {
+    fn committed(&mut self, ranges: &[PartitionRange], execution: Execution, staged: Vec<PathBuf>) {
         for r in ranges {
             self.next.insert(r.partition, Some(r.last + 1));
         }
@@ -488,7 +519,7 @@ impl Worker {
 }
 
 enum Attempt {
-    Committed(Execution, Vec<std::path::PathBuf>),
+    Committed(Execution, Vec<PathBuf>),
     Conflict(CatalogError),
 }
 
