@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use futures::FutureExt as _;
 use arrow::array::RecordBatch;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -109,6 +110,10 @@ pub enum WorkerExit {
 }
 
 static WORKER_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// Messages taken from librdkafka's queue in one go before the loop looks at
+/// shutdown, assignments and the clock again.
+const DRAIN_AT_ONCE: usize = 1024;
 
 struct Worker {
     publisher: StreamPublisher,
@@ -217,22 +222,32 @@ impl Worker {
                     buffer.due(&rollover, tokio::time::Instant::now()).map(|reason| buffer.close(reason))
                 }
                 received = self.consumer.recv() => {
-                    match received {
-                        Ok(message) => {
-                            let raw = consume::to_raw(&message);
-                            drop(message);
-                            self.accept(raw, &mut buffer)?;
-                            let over_budget = self.node.budget.update(self.worker_id, buffer.bytes());
-                            let reason = buffer.due(&rollover, tokio::time::Instant::now())
-                                .or(over_budget.then_some(RolloverReason::MemoryBudget));
-                            reason.map(|reason| buffer.close(reason))
-                        }
-                        Err(e) => {
-                            // librdkafka reconnects by itself; say so and keep going.
-                            tracing::warn!(publisher = %self.id, %topic, error = %e, "consumer error");
-                            None
+                    let mut received = Some(received.map(|m| consume::to_raw(&m)));
+                    let mut closed = None;
+                    // Take what librdkafka has already queued without going round the select
+                    // (and its timers) once per message; stop as soon as a batch closes.
+                    for _ in 0..DRAIN_AT_ONCE {
+                        let queued = || self.consumer.recv().now_or_never().map(|r| r.map(|m| consume::to_raw(&m)));
+                        let Some(next) = received.take().or_else(queued) else { break };
+                        match next {
+                            Ok(raw) => {
+                                self.accept(raw, &mut buffer)?;
+                                let over_budget = self.node.budget.update(self.worker_id, buffer.bytes());
+                                let reason = buffer.due(&rollover, tokio::time::Instant::now())
+                                    .or(over_budget.then_some(RolloverReason::MemoryBudget));
+                                if let Some(reason) = reason {
+                                    closed = Some(buffer.close(reason));
+                                    break;
+                                }
+                            }
+                            Err(e) => {
+                                // librdkafka reconnects by itself; say so and keep going.
+                                tracing::warn!(publisher = %self.id, %topic, error = %e, "consumer error");
+                                break;
+                            }
                         }
                     }
+                    closed
                 }
             };
             if let Some(batch) = closed {
