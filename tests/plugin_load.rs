@@ -40,7 +40,10 @@ fn component_without_publish_is_the_wrong_world() {
     let err = load_err(&runtime(), &wat::parse_str("(component)").unwrap());
     let LoadError::WrongWorld { reason } = &err else { panic!("{err:?}") };
     assert!(reason.contains("publish"), "{reason}");
-    assert!(err.to_string().starts_with("the component does not implement the `weir:publisher/stream-publisher@0.1.0` world"));
+    assert!(
+        err.to_string()
+            .starts_with("the component does not implement the `weir:publisher/stream-publisher@0.1.0` world")
+    );
 }
 
 #[test]

@@ -72,7 +72,10 @@ fn clicks_enrich_filters_derives_and_renames_row_by_row() {
 
     let schema = out.schema();
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    assert_eq!(names, ["event_id", "user_id", "url", "section", "referrer", "clicked_at", "duration_ms", "country", "device"]);
+    assert_eq!(
+        names,
+        ["event_id", "user_id", "url", "section", "referrer", "clicked_at", "duration_ms", "country", "device"]
+    );
 
     // Recompute the expectation row by row from the input.
     let col = |b: &RecordBatch, name: &str| b.column_by_name(name).unwrap().clone();
@@ -84,7 +87,8 @@ fn clicks_enrich_filters_derives_and_renames_row_by_row() {
     let ids = ids.as_any().downcast_ref::<StringArray>().unwrap();
     let ts = col(&input, "ts");
     let ts = ts.as_any().downcast_ref::<TimestampMicrosecondArray>().unwrap();
-    let kept: Vec<usize> = (0..input.num_rows()).filter(|&i| durations.is_valid(i) && durations.value(i) >= 100).collect();
+    let kept: Vec<usize> =
+        (0..input.num_rows()).filter(|&i| durations.is_valid(i) && durations.value(i) >= 100).collect();
     assert!(kept.len() < input.num_rows() && !kept.is_empty(), "the data must exercise the filter");
     assert_eq!(out.num_rows(), kept.len());
 
@@ -130,7 +134,10 @@ fn undeclared_output_tables_are_refused() {
     let run = rt.publish(&plugin, &[vec![frame(&[clicks(5, 1)])]], &Limits::default(), Some(&["events".to_string()]));
     let err = run.outcome.unwrap_err();
     assert!(matches!(err, RunError::Output(OutputError::Undeclared { .. })), "{err:?}");
-    assert_eq!(err.to_string(), "the plugin's output was refused: output table `clicks` is not one this publisher declares (declared: events)");
+    assert_eq!(
+        err.to_string(),
+        "the plugin's output was refused: output table `clicks` is not one this publisher declares (declared: events)"
+    );
 }
 
 #[test]
@@ -140,7 +147,10 @@ fn the_row_limit_is_enforced_per_call() {
     let limits = Limits { output_rows: 99, ..Limits::default() };
     let run = rt.publish(&plugin, &[vec![frame(&[clicks(100, 1)])]], &limits, None);
     let err = run.outcome.unwrap_err();
-    assert_eq!(err.to_string(), "the plugin's output was refused: the plugin returned 100 rows, over the 99-row output limit");
+    assert_eq!(
+        err.to_string(),
+        "the plugin's output was refused: the plugin returned 100 rows, over the 99-row output limit"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,7 +31,7 @@ fn trap_kind(run: &Run) -> &TrapKind {
 }
 
 fn message(run: &Run) -> String {
-    run.outcome.as_ref().err().expect("the call fails").to_string()
+    run.outcome.as_ref().expect_err("the call fails").to_string()
 }
 
 #[test]
@@ -71,7 +71,12 @@ fn returning_a_gibibyte_is_output_too_large() {
     let rt = runtime();
     // Memory and time enough to build the 1 GiB answer (zeroing it takes a while on a
     // busy machine), so the output limit is what stops it.
-    let limits = Limits { memory_bytes: 2 << 30, output_bytes: 64 << 20, deadline: Duration::from_secs(120), ..Limits::default() };
+    let limits = Limits {
+        memory_bytes: 2 << 30,
+        output_bytes: 64 << 20,
+        deadline: Duration::from_secs(120),
+        ..Limits::default()
+    };
     let run = run_hostile(&rt, "hostile-huge-output", &limits);
     assert_eq!(trap_kind(&run), &TrapKind::OutputTooLarge { limit_bytes: 64 << 20 });
     assert_eq!(message(&run), "the plugin tried to return more than 64 MiB of output and was stopped");

@@ -41,7 +41,8 @@ fn write_inputs(dir: &Path) -> (String, String) {
     writer.write(&batch).unwrap();
     writer.close().unwrap();
     let arrow = dir.join("more.arrow");
-    let mut writer = arrow::ipc::writer::FileWriter::try_new(std::fs::File::create(&arrow).unwrap(), &frame.schema).unwrap();
+    let mut writer =
+        arrow::ipc::writer::FileWriter::try_new(std::fs::File::create(&arrow).unwrap(), &frame.schema).unwrap();
     writer.write(&batch).unwrap();
     writer.finish().unwrap();
     (parquet.display().to_string(), arrow.display().to_string())
@@ -56,8 +57,20 @@ fn read_clicks_on_three_formats_writes_parquet_that_pyarrow_reads() {
     let jsonl = sample("clicks.jsonl");
     let schema = sample("clicks.json");
     let out = weir(&[
-        "run-plugin", &plugin, "--input", &jsonl, "--input", &parquet, "--input", &arrow,
-        "--schema", &schema, "--output-dir", out_dir.to_str().unwrap(), "--output", "json",
+        "run-plugin",
+        &plugin,
+        "--input",
+        &jsonl,
+        "--input",
+        &parquet,
+        "--input",
+        &arrow,
+        "--schema",
+        &schema,
+        "--output-dir",
+        out_dir.to_str().unwrap(),
+        "--output",
+        "json",
     ]);
     assert!(out.status.success(), "stdout: {}\nstderr: {}", text(&out.stdout), text(&out.stderr));
     let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
@@ -78,7 +91,12 @@ print(t.num_rows, t.num_columns, ids[0], ids[240], str(t.schema.field("ts").type
 "#;
     let parquet_out = out_dir.join("clicks.parquet");
     let py = Command::new("python3").arg("-c").arg(script).arg(&parquet_out).output().expect("python3");
-    assert!(py.status.success(), "pyarrow could not read {}: {} (scripts/setup.sh installs pyarrow)", parquet_out.display(), text(&py.stderr));
+    assert!(
+        py.status.success(),
+        "pyarrow could not read {}: {} (scripts/setup.sh installs pyarrow)",
+        parquet_out.display(),
+        text(&py.stderr)
+    );
     assert_eq!(text(&py.stdout).trim(), "440 8 evt-00000 evt-9-0 timestamp[us, tz=+00:00] 0");
 }
 
@@ -87,8 +105,14 @@ fn table_output_shows_outputs_and_the_plugin_log() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = guest_path("clicks-enrich").display().to_string();
     let out = weir(&[
-        "run-plugin", &plugin, "-i", &sample("clicks.jsonl"), "--schema", &sample("clicks.json"),
-        "--output-dir", dir.path().to_str().unwrap(),
+        "run-plugin",
+        &plugin,
+        "-i",
+        &sample("clicks.jsonl"),
+        "--schema",
+        &sample("clicks.json"),
+        "--output-dir",
+        dir.path().to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
@@ -105,14 +129,24 @@ fn table_output_shows_outputs_and_the_plugin_log() {
 fn a_failing_plugin_exits_non_zero_with_the_error_and_no_backtrace() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = guest_path("hostile-panic").display().to_string();
-    let out = weir(&["run-plugin", &plugin, "-i", &sample("clicks.jsonl"), "--output-dir", dir.path().to_str().unwrap()]);
+    let out =
+        weir(&["run-plugin", &plugin, "-i", &sample("clicks.jsonl"), "--output-dir", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("error: the plugin panicked: cannot handle a batch of 1 slots (at "), "{stderr}");
     assert!(!stderr.contains("stack backtrace"), "{stderr}");
     assert!(!dir.path().join("clicks.parquet").exists());
 
-    let json = weir(&["run-plugin", &plugin, "-i", &sample("clicks.jsonl"), "--output-dir", dir.path().to_str().unwrap(), "--output", "json"]);
+    let json = weir(&[
+        "run-plugin",
+        &plugin,
+        "-i",
+        &sample("clicks.jsonl"),
+        "--output-dir",
+        dir.path().to_str().unwrap(),
+        "--output",
+        "json",
+    ]);
     assert_eq!(json.status.code(), Some(1));
     let report: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert!(report["error"].as_str().unwrap().starts_with("the plugin panicked: "), "{report}");
@@ -124,15 +158,38 @@ fn limits_are_flags() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = guest_path("hostile-infinite-loop").display().to_string();
     let out = weir(&[
-        "run-plugin", &plugin, "-i", &sample("clicks.jsonl"), "--output-dir", dir.path().to_str().unwrap(),
-        "--deadline", "150ms",
+        "run-plugin",
+        &plugin,
+        "-i",
+        &sample("clicks.jsonl"),
+        "--output-dir",
+        dir.path().to_str().unwrap(),
+        "--deadline",
+        "150ms",
     ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("error: the plugin exceeded its 150 ms CPU deadline and was stopped"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("error: the plugin exceeded its 150 ms CPU deadline and was stopped"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let plugin = guest_path("hostile-memory-bomb").display().to_string();
-    let out = weir(&["run-plugin", &plugin, "-i", &sample("clicks.jsonl"), "--output-dir", dir.path().to_str().unwrap(), "--memory-limit", "32MiB"]);
-    assert!(text(&out.stderr).contains("error: the plugin exceeded its 32 MiB memory limit and was stopped"), "{}", text(&out.stderr));
+    let out = weir(&[
+        "run-plugin",
+        &plugin,
+        "-i",
+        &sample("clicks.jsonl"),
+        "--output-dir",
+        dir.path().to_str().unwrap(),
+        "--memory-limit",
+        "32MiB",
+    ]);
+    assert!(
+        text(&out.stderr).contains("error: the plugin exceeded its 32 MiB memory limit and was stopped"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -149,7 +206,8 @@ fn inputs_that_are_not_what_their_extension_says_are_clear_errors() {
     for (name, content, expected) in cases {
         let path = dir.path().join(name);
         std::fs::write(&path, content).unwrap();
-        let out = weir(&["run-plugin", &plugin, "-i", path.to_str().unwrap(), "--output-dir", out_dir.to_str().unwrap()]);
+        let out =
+            weir(&["run-plugin", &plugin, "-i", path.to_str().unwrap(), "--output-dir", out_dir.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(1), "{name}");
         let stderr = text(&out.stderr);
         assert!(stderr.starts_with("error: ") && stderr.contains(expected), "{name}: {stderr}");
@@ -162,7 +220,14 @@ fn a_file_that_is_not_a_plugin_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let fake = dir.path().join("plugin.wasm");
     std::fs::write(&fake, b"not wasm at all").unwrap();
-    let out = weir(&["run-plugin", fake.to_str().unwrap(), "-i", &sample("clicks.jsonl"), "--output-dir", dir.path().to_str().unwrap()]);
+    let out = weir(&[
+        "run-plugin",
+        fake.to_str().unwrap(),
+        "-i",
+        &sample("clicks.jsonl"),
+        "--output-dir",
+        dir.path().to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("loading plugin") && stderr.contains("is not a WebAssembly component"), "{stderr}");

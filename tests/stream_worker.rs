@@ -17,7 +17,11 @@ use weir::worker::{WorkerEvent, WorkerExit, WorkerOptions};
 use common::stream::{Harness, clicks};
 
 fn fast_retries() -> WorkerOptions {
-    WorkerOptions { first_backoff: Duration::from_millis(200), max_backoff: Duration::from_secs(1), ..WorkerOptions::default() }
+    WorkerOptions {
+        first_backoff: Duration::from_millis(200),
+        max_backoff: Duration::from_secs(1),
+        ..WorkerOptions::default()
+    }
 }
 
 fn assert_exactly_once(h: &Harness, expected: usize) {
@@ -31,7 +35,10 @@ fn assert_exactly_once(h: &Harness, expected: usize) {
 async fn messages_rollover_closes_batches_of_that_many() {
     let h = Harness::new(1);
     h.produce("clicks", &clicks(0, 12)).await;
-    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 5, "kafka.time_rollover_seconds": 600}), None), WorkerOptions::default());
+    let mut w = h.start(
+        h.publisher("read-clicks", json!({"kafka.messages_rollover": 5, "kafka.time_rollover_seconds": 600}), None),
+        WorkerOptions::default(),
+    );
     let first = w.next_commit().await;
     let second = w.next_commit().await;
     for e in [&first, &second] {
@@ -56,18 +63,26 @@ async fn size_rollover_counts_buffered_bytes() {
     let per_message = values[0].len() + "key-0".len();
     h.produce("clicks", &values).await;
     // 0.001 MiB = 1049 bytes: the batch closes on the message that reaches it.
-    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.size_rollover_mb": 0.001, "kafka.time_rollover_seconds": 600}), None), WorkerOptions::default());
+    let mut w = h.start(
+        h.publisher("read-clicks", json!({"kafka.size_rollover_mb": 0.001, "kafka.time_rollover_seconds": 600}), None),
+        WorkerOptions::default(),
+    );
     let e = w.next_commit().await;
     assert_eq!(e.rollover_reason, "size");
     let expected_rows = 1049u64.div_ceil(per_message as u64);
-    assert!(e.rows_in.abs_diff(expected_rows) <= 1, "{} rows of ~{per_message} bytes closed the 1049-byte batch", e.rows_in);
+    assert!(
+        e.rows_in.abs_diff(expected_rows) <= 1,
+        "{} rows of ~{per_message} bytes closed the 1049-byte batch",
+        e.rows_in
+    );
     w.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn time_rollover_fires_on_an_idle_topic() {
     let h = Harness::new(2);
-    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.time_rollover_seconds": 1}), None), WorkerOptions::default());
+    let mut w =
+        h.start(h.publisher("read-clicks", json!({"kafka.time_rollover_seconds": 1}), None), WorkerOptions::default());
     h.produce("clicks", &clicks(0, 3)).await;
     // Nothing else arrives: the timer alone must close the batch.
     let e = w.next_commit().await;
@@ -84,9 +99,13 @@ async fn bad_messages_become_dead_letters_in_the_catalog() {
     let h = Harness::new(1);
     let mut values = clicks(0, 4);
     values.insert(1, "not json".into());
-    values.insert(3, json!({"event_id": "evt-x", "user_id": "seven", "url": "/", "ts": "2026-11-29T10:00:00Z"}).to_string());
+    values.insert(
+        3,
+        json!({"event_id": "evt-x", "user_id": "seven", "url": "/", "ts": "2026-11-29T10:00:00Z"}).to_string(),
+    );
     h.produce("clicks", &values).await;
-    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 6}), None), WorkerOptions::default());
+    let mut w =
+        h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 6}), None), WorkerOptions::default());
     let e = w.next_commit().await;
     assert_eq!((e.rows_in, e.rows_out, e.dead_letters), (4, 4, 2));
     w.stop().await;
@@ -106,7 +125,10 @@ async fn bad_messages_go_to_the_dead_letter_topic_with_their_coordinates() {
     let mut values = clicks(0, 3);
     values.push("{\"truncated\": ".into());
     h.produce("clicks", &values).await;
-    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 4}), Some("clicks.dlq")), WorkerOptions::default());
+    let mut w = h.start(
+        h.publisher("read-clicks", json!({"kafka.messages_rollover": 4}), Some("clicks.dlq")),
+        WorkerOptions::default(),
+    );
     let e = w.next_commit().await;
     assert_eq!((e.rows_out, e.dead_letters), (3, 1));
     w.stop().await;
@@ -151,7 +173,8 @@ async fn a_failing_plugin_is_retried_and_then_commits_once() {
     let e = w.next_commit().await;
     assert_eq!(e.rows_out, 3);
     w.stop().await;
-    let statuses: Vec<String> = h.catalog.executions("events/read_clicks").unwrap().into_iter().map(|e| e.status).collect();
+    let statuses: Vec<String> =
+        h.catalog.executions("events/read_clicks").unwrap().into_iter().map(|e| e.status).collect();
     assert!(statuses.len() >= 2 && statuses[..statuses.len() - 1].iter().all(|s| s == "failed"), "{statuses:?}");
     assert_eq!(statuses.last().unwrap(), "committed");
     assert_exactly_once(&h, 3);
@@ -174,7 +197,8 @@ async fn a_plugin_that_always_fails_marks_the_publisher_failed_and_commits_nothi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_worker_resumes_by_itself_when_the_broker_comes_back() {
     let h = Harness::new(1);
-    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 5}), None), WorkerOptions::default());
+    let mut w =
+        h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 5}), None), WorkerOptions::default());
     h.produce("clicks", &clicks(0, 5)).await;
     w.next_commit().await;
     h.broker.broker_down(1).unwrap();
@@ -191,11 +215,13 @@ async fn the_worker_resumes_by_itself_when_the_broker_comes_back() {
 async fn restarting_resumes_from_the_catalog_without_loss_or_duplicates() {
     let h = Harness::new(3);
     h.produce("clicks", &clicks(0, 30)).await;
-    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 10}), None), WorkerOptions::default());
+    let mut w =
+        h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 10}), None), WorkerOptions::default());
     w.commits_until(30).await;
     w.stop().await;
     h.produce("clicks", &clicks(30, 20)).await;
-    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 10}), None), WorkerOptions::default());
+    let mut w =
+        h.start(h.publisher("read-clicks", json!({"kafka.messages_rollover": 10}), None), WorkerOptions::default());
     w.commits_until(20).await;
     w.stop().await;
     assert_exactly_once(&h, 50);
@@ -204,7 +230,8 @@ async fn restarting_resumes_from_the_catalog_without_loss_or_duplicates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_split_partitions_and_survive_a_rebalance() {
     let h = Harness::new(4);
-    let publisher = || h.publisher("read-clicks", json!({"kafka.messages_rollover": 5, "kafka.time_rollover_seconds": 1}), None);
+    let publisher =
+        || h.publisher("read-clicks", json!({"kafka.messages_rollover": 5, "kafka.time_rollover_seconds": 1}), None);
     let mut a = h.start(publisher(), WorkerOptions::default());
     let mut b = h.start(publisher(), WorkerOptions::default());
     // Both end up owning part of the topic.
@@ -249,7 +276,8 @@ async fn the_node_memory_budget_closes_the_largest_buffer_early() {
     h.budget = std::sync::Arc::new(weir::buffer::MemoryBudget::new(2000));
     h.produce("clicks", &clicks(0, 40)).await;
     // No threshold of its own would close this batch for ten minutes.
-    let mut w = h.start(h.publisher("read-clicks", json!({"kafka.time_rollover_seconds": 600}), None), WorkerOptions::default());
+    let mut w = h
+        .start(h.publisher("read-clicks", json!({"kafka.time_rollover_seconds": 600}), None), WorkerOptions::default());
     let e = w.next_commit().await;
     assert_eq!(e.rollover_reason, "memory-budget");
     assert!(e.rows_in > 0 && e.rows_in < 40, "closed early, at {} rows", e.rows_in);

@@ -48,26 +48,38 @@ fn native_passthrough(frame: &[u8]) -> usize {
     }
     let schema = decoder.schema().expect("schema");
     let output = frames::encode(&schema, &batches).expect("encode");
-    frames::decode_owned(output).expect("check").rows() as usize
+    frames::decode(output).expect("check").rows() as usize
 }
 
 fn fmt(d: Duration) -> String {
     let us = d.as_secs_f64() * 1e6;
-    if us < 1000.0 { format!("{us:.1} µs") } else if us < 1e6 { format!("{:.2} ms", us / 1e3) } else { format!("{:.2} s", us / 1e6) }
+    if us < 1000.0 {
+        format!("{us:.1} µs")
+    } else if us < 1e6 {
+        format!("{:.2} ms", us / 1e3)
+    } else {
+        format!("{:.2} s", us / 1e6)
+    }
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let flag = |name: &str| -> Option<usize> { args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)?.parse().ok()) };
+    let flag = |name: &str| -> Option<usize> {
+        args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)?.parse().ok())
+    };
     let (only_rows, fixed_rounds) = (flag("--rows"), flag("--rounds"));
     let rt = Runtime::new(RuntimeConfig::default()).expect("runtime");
     let wasm = common::guest("read-clicks");
     let plugin = rt.load(&wasm).expect("load read-clicks");
-    let limits = Limits { memory_bytes: 2 << 30, output_bytes: 1 << 30, deadline: Duration::from_secs(60), ..Limits::default() };
+    let limits =
+        Limits { memory_bytes: 2 << 30, output_bytes: 1 << 30, deadline: Duration::from_secs(60), ..Limits::default() };
 
     println!("passthrough (read-clicks), median of N calls");
-    println!("{:>9} {:>10} {:>12} {:>12} {:>12} {:>8} {:>5}", "rows", "frame", "instantiate", "wasm call", "native", "ratio", "N");
+    println!(
+        "{:>9} {:>10} {:>12} {:>12} {:>12} {:>8} {:>5}",
+        "rows", "frame", "instantiate", "wasm call", "native", "ratio", "N"
+    );
     for (rows, rounds) in [(0usize, 300usize), (1_000, 300), (64 * 1024, 40), (1_000_000, 5)] {
         if only_rows.is_some_and(|only| only != rows) {
             continue;
@@ -77,7 +89,10 @@ fn main() {
         let frame = common::frame(&[batch]);
         let slots = [vec![frame.clone()]];
         // Warm up both paths once.
-        assert_eq!(rt.publish(&plugin, &slots, &limits, None).outcome.expect("passthrough")[0].frame.rows(), rows as u64);
+        assert_eq!(
+            rt.publish(&plugin, &slots, &limits, None).outcome.expect("passthrough")[0].frame.rows(),
+            rows as u64
+        );
         native_passthrough(&frame);
 
         let mut instantiate = Vec::new();

@@ -26,8 +26,12 @@ use weir::worker::WorkerOptions;
 use common::stream::{CLICKS_SCHEMA, Harness};
 
 fn produce(bootstrap: &str, n: usize) -> u64 {
-    let producer: ThreadedProducer<DefaultProducerContext> =
-        ClientConfig::new().set("bootstrap.servers", bootstrap).set("linger.ms", "5").set("queue.buffering.max.messages", "1000000").create().unwrap();
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "5")
+        .set("queue.buffering.max.messages", "1000000")
+        .create()
+        .unwrap();
     let mut bytes = 0;
     for i in 0..n {
         let value = json!({"event_id": format!("evt-{i:08}"), "user_id": i % 9973, "url": "/docs/quickstart", "referrer": "search",
@@ -52,7 +56,14 @@ fn produce(bootstrap: &str, n: usize) -> u64 {
 
 fn in_topic(bootstrap: &str) -> usize {
     let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
-    (0..6).map(|p| consumer.fetch_watermarks("clicks", p, Duration::from_secs(10)).map(|(lo, hi)| (hi - lo) as usize).unwrap_or(0)).sum()
+    (0..6)
+        .map(|p| {
+            consumer
+                .fetch_watermarks("clicks", p, Duration::from_secs(10))
+                .map(|(lo, hi)| (hi - lo) as usize)
+                .unwrap_or(0)
+        })
+        .sum()
 }
 
 fn raw_consume(bootstrap: &str, n: usize) -> Duration {
@@ -78,12 +89,17 @@ fn raw_consume(bootstrap: &str, n: usize) -> Duration {
 
 fn peak_rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let n: usize = args.iter().position(|a| a == "--messages").and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(120_000);
+    let n: usize =
+        args.iter().position(|a| a == "--messages").and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(120_000);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let h = Harness::new(6);
     let bootstrap = h.broker.bootstrap_servers().to_string();
@@ -98,9 +114,15 @@ fn main() {
     let raw = raw_consume(&bootstrap, n);
     let rate = |d: Duration| n as f64 / d.as_secs_f64();
     println!("{:<44} {:>12} {:>9}", "", "messages/s", "MB/s");
-    println!("{:<44} {:>12.0} {:>9.1}", "librdkafka raw consume (ceiling)", rate(raw), bytes as f64 / raw.as_secs_f64() / 1e6);
+    println!(
+        "{:<44} {:>12.0} {:>9.1}",
+        "librdkafka raw consume (ceiling)",
+        rate(raw),
+        bytes as f64 / raw.as_secs_f64() / 1e6
+    );
 
-    let publisher = h.publisher("read-clicks", json!({"kafka.size_rollover_mb": 64, "kafka.messages_rollover": per_batch}), None);
+    let publisher =
+        h.publisher("read-clicks", json!({"kafka.size_rollover_mb": 64, "kafka.messages_rollover": per_batch}), None);
     let started = Instant::now();
     let end_to_end = rt.block_on(async {
         let mut w = h.start(publisher, WorkerOptions::default());
@@ -170,6 +192,10 @@ fn main() {
         peak = peak.max(peak_rss_kib(child.id()));
         let _ = Command::new("kill").arg(child.id().to_string()).status();
         let _ = child.wait();
-        println!("  kafka.size_rollover_mb = {size_mb:>3}: peak RSS {:>6.0} MB  (target: ≤ 1.5 × {size_mb} + 100 = {:.0} MB)", peak as f64 / 1024.0, 1.5 * size_mb as f64 + 100.0);
+        println!(
+            "  kafka.size_rollover_mb = {size_mb:>3}: peak RSS {:>6.0} MB  (target: ≤ 1.5 × {size_mb} + 100 = {:.0} MB)",
+            peak as f64 / 1024.0,
+            1.5 * size_mb as f64 + 100.0
+        );
     }
 }

@@ -185,7 +185,10 @@ mod tests {
         let closed = b.close(RolloverReason::Time);
         assert_eq!(
             closed.ranges,
-            [PartitionRange { partition: 0, first: 3, last: 3, expected: None }, PartitionRange { partition: 1, first: 7, last: 8, expected: Some(7) }]
+            [
+                PartitionRange { partition: 0, first: 3, last: 3, expected: None },
+                PartitionRange { partition: 1, first: 7, last: 8, expected: Some(7) }
+            ]
         );
         assert_eq!(closed.messages.len(), 3);
         assert!(b.is_empty() && b.deadline(&ROLLOVER).is_none());

@@ -26,11 +26,15 @@ pub enum CatalogError {
     Io { path: PathBuf, source: std::io::Error },
     /// Another worker committed this partition since the batch started: the
     /// batch must be dropped and the partition re-read from the catalog.
-    #[error("partition {partition} of `{topic}` moved on: the catalog has offset {found:?}, the batch started at {expected:?}")]
+    #[error(
+        "partition {partition} of `{topic}` moved on: the catalog has offset {found:?}, the batch started at {expected:?}"
+    )]
     ConflictingOffsets { topic: String, partition: i32, expected: Option<i64>, found: Option<i64> },
     /// The batch holds offsets that are already committed: committing it would
     /// write them twice.
-    #[error("partition {partition} of `{topic}`: the batch starts at offset {first}, but everything before {next} is already committed")]
+    #[error(
+        "partition {partition} of `{topic}`: the batch starts at offset {first}, but everything before {next} is already committed"
+    )]
     OverlapsCommitted { topic: String, partition: i32, first: i64, next: i64 },
 }
 
@@ -184,7 +188,8 @@ pub fn now_ms() -> i64 {
 impl Catalog {
     /// Opens (creating and migrating as needed) the catalog in `data_dir`.
     pub fn open(data_dir: &Path) -> Result<Self, CatalogError> {
-        std::fs::create_dir_all(data_dir).map_err(|source| CatalogError::Io { path: data_dir.to_path_buf(), source })?;
+        std::fs::create_dir_all(data_dir)
+            .map_err(|source| CatalogError::Io { path: data_dir.to_path_buf(), source })?;
         let conn = Connection::open(data_dir.join("catalog.db"))?;
         conn.busy_timeout(Duration::from_secs(30))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -206,7 +211,8 @@ impl Catalog {
     /// Where each partition of `topic` resumes for `publisher`.
     pub fn offsets(&self, publisher: &str, topic: &str) -> Result<BTreeMap<i32, i64>, CatalogError> {
         let conn = self.conn();
-        let mut stmt = conn.prepare_cached("SELECT partition, next_offset FROM source_offsets WHERE publisher = ?1 AND topic = ?2")?;
+        let mut stmt = conn
+            .prepare_cached("SELECT partition, next_offset FROM source_offsets WHERE publisher = ?1 AND topic = ?2")?;
         let rows = stmt.query_map(params![publisher, topic], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -226,7 +232,12 @@ impl Catalog {
                 )
                 .optional()?;
             if let Some(next) = found.filter(|next| range.first < *next) {
-                return Err(CatalogError::OverlapsCommitted { topic: batch.topic.to_string(), partition: range.partition, first: range.first, next });
+                return Err(CatalogError::OverlapsCommitted {
+                    topic: batch.topic.to_string(),
+                    partition: range.partition,
+                    first: range.first,
+                    next,
+                });
             }
             if found != range.expected {
                 return Err(CatalogError::ConflictingOffsets {
@@ -245,10 +256,20 @@ impl Catalog {
         let execution_id = insert_execution(&tx, batch.execution)?;
         let mut version_number = None;
         if let Some(version) = &batch.version {
-            tx.execute("INSERT OR IGNORE INTO tables (collection, name) VALUES (?1, ?2)", params![batch.collection, version.table])?;
-            let table_id: i64 =
-                tx.query_row("SELECT id FROM tables WHERE collection = ?1 AND name = ?2", params![batch.collection, version.table], |r| r.get(0))?;
-            let next: i64 = tx.query_row("SELECT COALESCE(MAX(version), 0) + 1 FROM table_versions WHERE table_id = ?1", [table_id], |r| r.get(0))?;
+            tx.execute(
+                "INSERT OR IGNORE INTO tables (collection, name) VALUES (?1, ?2)",
+                params![batch.collection, version.table],
+            )?;
+            let table_id: i64 = tx.query_row(
+                "SELECT id FROM tables WHERE collection = ?1 AND name = ?2",
+                params![batch.collection, version.table],
+                |r| r.get(0),
+            )?;
+            let next: i64 = tx.query_row(
+                "SELECT COALESCE(MAX(version), 0) + 1 FROM table_versions WHERE table_id = ?1",
+                [table_id],
+                |r| r.get(0),
+            )?;
             tx.execute(
                 "INSERT INTO table_versions (table_id, version, rows, files, execution_id, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![table_id, next, version.rows as i64, serde_json::to_string(&version.files).expect("json"), execution_id, now_ms()],
@@ -274,7 +295,10 @@ impl Catalog {
     /// Completes an execution's timings once its commit has been timed too.
     pub fn set_timings(&self, execution: i64, timings: &Timings) -> Result<(), CatalogError> {
         let conn = self.conn();
-        conn.execute("UPDATE executions SET timings = ?1 WHERE id = ?2", params![serde_json::to_string(timings).expect("json"), execution])?;
+        conn.execute(
+            "UPDATE executions SET timings = ?1 WHERE id = ?2",
+            params![serde_json::to_string(timings).expect("json"), execution],
+        )?;
         Ok(())
     }
 
@@ -443,10 +467,16 @@ mod tests {
         // A batch that began before another worker's commit is refused too.
         let stale = [PartitionRange { partition: 0, first: 10, last: 12, expected: None }];
         let err = commit(&stale).unwrap_err();
-        assert!(matches!(err, CatalogError::ConflictingOffsets { partition: 0, expected: None, found: Some(10), .. }), "{err}");
+        assert!(
+            matches!(err, CatalogError::ConflictingOffsets { partition: 0, expected: None, found: Some(10), .. }),
+            "{err}"
+        );
         // A batch that re-reads committed offsets is refused, even when it began from the current offset.
         let overlapping = [PartitionRange { partition: 0, first: 5, last: 19, expected: Some(10) }];
-        assert!(matches!(commit(&overlapping).unwrap_err(), CatalogError::OverlapsCommitted { first: 5, next: 10, .. }));
+        assert!(matches!(
+            commit(&overlapping).unwrap_err(),
+            CatalogError::OverlapsCommitted { first: 5, next: 10, .. }
+        ));
         let next = [PartitionRange { partition: 0, first: 10, last: 19, expected: Some(10) }];
         assert_eq!(commit(&next).unwrap().1, Some(2));
         let versions = catalog.versions("events", "t").unwrap();

@@ -59,9 +59,13 @@ pub enum DeclarationError {
     Toml(String),
     #[error("publisher name {0:?} is invalid: use letters, digits and `_`, starting with a letter")]
     BadName(String),
-    #[error("a stream publisher takes no trigger: the rollover is its trigger. Remove `trigger`, and set when batches close with `flush_interval_mins` and `[source.kafka.src_cfg]`")]
+    #[error(
+        "a stream publisher takes no trigger: the rollover is its trigger. Remove `trigger`, and set when batches close with `flush_interval_mins` and `[source.kafka.src_cfg]`"
+    )]
     Trigger,
-    #[error("`schema` is required: point it at a JSON Schema file (e.g. schema = \"clicks.json\") or give the schema inline")]
+    #[error(
+        "`schema` is required: point it at a JSON Schema file (e.g. schema = \"clicks.json\") or give the schema inline"
+    )]
     MissingSchema,
     #[error("output_tables must be exactly [\"{expected}\"], the table named after the topic, not {given:?}")]
     OutputTables { expected: String, given: Vec<String> },
@@ -88,7 +92,9 @@ impl Declaration {
             return Err(DeclarationError::Trigger);
         }
         let mut chars = self.name.chars();
-        if !(chars.next().is_some_and(|c| c.is_ascii_alphabetic()) && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')) {
+        if !(chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        {
             return Err(DeclarationError::BadName(self.name));
         }
         let flush = serde_json::to_value(&self.flush_interval_mins).unwrap_or_default();
@@ -100,12 +106,19 @@ impl Declaration {
         }
         let schema_spec = kafka.schema.ok_or(DeclarationError::MissingSchema)?;
         let schema = source::load_schema(&schema_spec, base_dir)?;
-        let src_cfg = kafka.src_cfg.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default())).collect();
+        let src_cfg =
+            kafka.src_cfg.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default())).collect();
         let config = SourceConfig::parse(&src_cfg)?;
         Ok(Resolved {
             name: self.name,
             flush_interval_mins,
-            source: KafkaSource { topic: kafka.topic, data_format: kafka.data_format, schema, config, dead_letter_topic: kafka.dead_letter_topic },
+            source: KafkaSource {
+                topic: kafka.topic,
+                data_format: kafka.data_format,
+                schema,
+                config,
+                dead_letter_topic: kafka.dead_letter_topic,
+            },
         })
     }
 }
@@ -126,7 +139,12 @@ mod tests {
 
     #[test]
     fn the_seed_declaration_resolves() {
-        let text = declaration("flush_interval_mins = 5\noutput_tables = [\"clicks\"]", &format!("{SCHEMA}\ndead_letter_topic = \"clicks.dlq\"\n[source.kafka.src_cfg]\n\"kafka.time_rollover_seconds\" = 30"));
+        let text = declaration(
+            "flush_interval_mins = 5\noutput_tables = [\"clicks\"]",
+            &format!(
+                "{SCHEMA}\ndead_letter_topic = \"clicks.dlq\"\n[source.kafka.src_cfg]\n\"kafka.time_rollover_seconds\" = 30"
+            ),
+        );
         let r = resolve(&text).unwrap();
         assert_eq!((r.name.as_str(), r.flush_interval_mins), ("read_clicks", 5));
         assert_eq!(r.source.config.rollover(5).time.as_secs(), 30);
@@ -137,13 +155,31 @@ mod tests {
     fn each_mistake_says_what_to_do() {
         let ok_top = "flush_interval_mins = 5\noutput_tables = [\"clicks\"]";
         let cases = [
-            (declaration(&format!("{ok_top}\ntrigger = \"0 * * * *\""), SCHEMA), "a stream publisher takes no trigger: the rollover is its trigger."),
+            (
+                declaration(&format!("{ok_top}\ntrigger = \"0 * * * *\""), SCHEMA),
+                "a stream publisher takes no trigger: the rollover is its trigger.",
+            ),
             (declaration(ok_top, ""), "`schema` is required"),
-            (declaration(ok_top, "schema = '{\"type\": 1}'"), "the schema does not parse: the schema must be a JSON object"),
-            (declaration("flush_interval_mins = 0\noutput_tables = [\"clicks\"]", SCHEMA), "flush_interval_mins must be a whole number of minutes, at least 1, not 0"),
-            (declaration("flush_interval_mins = 1.5\noutput_tables = [\"clicks\"]", SCHEMA), "flush_interval_mins must be a whole number of minutes, at least 1, not 1.5"),
-            (declaration("flush_interval_mins = 5\noutput_tables = [\"events\"]", SCHEMA), "output_tables must be exactly [\"clicks\"]"),
-            (declaration(ok_top, &format!("{SCHEMA}\n[source.kafka.src_cfg]\n\"kafka.messages_rollover\" = -1")), "src_cfg `kafka.messages_rollover` must be a whole number greater than zero, not -1"),
+            (
+                declaration(ok_top, "schema = '{\"type\": 1}'"),
+                "the schema does not parse: the schema must be a JSON object",
+            ),
+            (
+                declaration("flush_interval_mins = 0\noutput_tables = [\"clicks\"]", SCHEMA),
+                "flush_interval_mins must be a whole number of minutes, at least 1, not 0",
+            ),
+            (
+                declaration("flush_interval_mins = 1.5\noutput_tables = [\"clicks\"]", SCHEMA),
+                "flush_interval_mins must be a whole number of minutes, at least 1, not 1.5",
+            ),
+            (
+                declaration("flush_interval_mins = 5\noutput_tables = [\"events\"]", SCHEMA),
+                "output_tables must be exactly [\"clicks\"]",
+            ),
+            (
+                declaration(ok_top, &format!("{SCHEMA}\n[source.kafka.src_cfg]\n\"kafka.messages_rollover\" = -1")),
+                "src_cfg `kafka.messages_rollover` must be a whole number greater than zero, not -1",
+            ),
             (declaration(ok_top, &format!("{SCHEMA}\ncolour = \"blue\"")), "unknown field `colour`"),
             (declaration(ok_top, SCHEMA).replace("\"json\"", "\"xml\""), "unknown variant `xml`"),
         ];

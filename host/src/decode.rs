@@ -112,7 +112,13 @@ impl JsonDecoder {
             .expect("a decoder for a schema we built")
     }
 
-    fn flush_or_bisect(&self, mut decoder: Decoder, messages: &[RawMessage], out: &mut Vec<RecordBatch>, dead: &mut Vec<DeadLetter>) {
+    fn flush_or_bisect(
+        &self,
+        mut decoder: Decoder,
+        messages: &[RawMessage],
+        out: &mut Vec<RecordBatch>,
+        dead: &mut Vec<DeadLetter>,
+    ) {
         if messages.is_empty() {
             return;
         }
@@ -138,7 +144,9 @@ impl JsonDecoder {
         let extra: [ArrayRef; 4] = [
             Arc::new(Int32Array::from_iter_values(messages.iter().map(|m| m.partition))),
             Arc::new(Int64Array::from_iter_values(messages.iter().map(|m| m.offset))),
-            Arc::new(TimestampMillisecondArray::from_iter(messages.iter().map(|m| m.timestamp)).with_timezone("+00:00")),
+            Arc::new(
+                TimestampMillisecondArray::from_iter(messages.iter().map(|m| m.timestamp)).with_timezone("+00:00"),
+            ),
             Arc::new(BinaryArray::from_iter(messages.iter().map(|m| m.key.as_deref()))),
         ];
         columns.extend(extra);
@@ -167,10 +175,10 @@ fn explain(e: ArrowError) -> String {
         other => other.to_string(),
     };
     // arrow-json reports a missing required property as nulls in a non-nullable child.
-    if message.contains("unmasked nulls in non-nullable") {
-        if let Some(field) = message.split("Field { \"").nth(1).and_then(|rest| rest.split('"').next()) {
-            return format!("required property `{field}` is missing or null");
-        }
+    if message.contains("unmasked nulls in non-nullable")
+        && let Some(field) = message.split("Field { \"").nth(1).and_then(|rest| rest.split('"').next())
+    {
+        return format!("required property `{field}` is missing or null");
     }
     format!("not valid JSON for the schema: {message}")
 }
@@ -183,7 +191,14 @@ mod tests {
     use super::*;
 
     fn msg(offset: i64, payload: &str) -> RawMessage {
-        RawMessage { partition: 2, offset, timestamp: Some(1_700_000_000_000 + offset), key: Some(b"k".to_vec()), payload: Some(payload.as_bytes().to_vec()), headers: vec![] }
+        RawMessage {
+            partition: 2,
+            offset,
+            timestamp: Some(1_700_000_000_000 + offset),
+            key: Some(b"k".to_vec()),
+            payload: Some(payload.as_bytes().to_vec()),
+            headers: vec![],
+        }
     }
 
     fn decoder() -> JsonDecoder {

@@ -26,14 +26,16 @@ unsafe impl Sync for EmbeddedBroker {}
 impl EmbeddedBroker {
     /// Starts a cluster of `brokers` brokers on loopback ports.
     pub fn start(brokers: i32) -> anyhow::Result<Self> {
-        let owner: BaseProducer = ClientConfig::new().create().context("creating the client that hosts the embedded broker")?;
+        let owner: BaseProducer =
+            ClientConfig::new().create().context("creating the client that hosts the embedded broker")?;
         // SAFETY: `owner` outlives the cluster (see Drop); the pointer it returns is checked.
         let cluster = unsafe { sys::rd_kafka_mock_cluster_new(owner.client().native_ptr(), brokers) };
         if cluster.is_null() {
             bail!("librdkafka could not start the embedded broker");
         }
         // SAFETY: `cluster` is live; the string it returns lives as long as the cluster.
-        let bootstrap = unsafe { CStr::from_ptr(sys::rd_kafka_mock_cluster_bootstraps(cluster)) }.to_string_lossy().into_owned();
+        let bootstrap =
+            unsafe { CStr::from_ptr(sys::rd_kafka_mock_cluster_bootstraps(cluster)) }.to_string_lossy().into_owned();
         // Groups form at once instead of after the broker's 3 s initial delay.
         unsafe { sys::rd_kafka_mock_group_initial_rebalance_delay_ms(cluster, 0) };
         Ok(Self { cluster, bootstrap, _owner: owner })

@@ -43,17 +43,25 @@ pub fn from_json_schema(text: &str) -> Result<Schema, SchemaError> {
 
 fn object_fields(obj: &Map<String, Value>, prefix: &str) -> Result<Fields, SchemaError> {
     let path_of = |name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
-    let props = obj
-        .get("properties")
-        .and_then(Value::as_object)
-        .ok_or_else(|| SchemaError::Property { path: prefix.to_string(), reason: "`properties` must be an object".into() })?;
+    let props = obj.get("properties").and_then(Value::as_object).ok_or_else(|| SchemaError::Property {
+        path: prefix.to_string(),
+        reason: "`properties` must be an object".into(),
+    })?;
     let required: Vec<&str> = match obj.get("required") {
         None => vec![],
         Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
-        Some(_) => return Err(SchemaError::Property { path: prefix.to_string(), reason: "`required` must be a list of property names".into() }),
+        Some(_) => {
+            return Err(SchemaError::Property {
+                path: prefix.to_string(),
+                reason: "`required` must be a list of property names".into(),
+            });
+        }
     };
     if let Some(missing) = required.iter().find(|r| !props.contains_key(**r)) {
-        return Err(SchemaError::Property { path: path_of(missing), reason: "listed in `required` but not in `properties`".into() });
+        return Err(SchemaError::Property {
+            path: path_of(missing),
+            reason: "listed in `required` but not in `properties`".into(),
+        });
     }
     props
         .iter()
@@ -103,7 +111,11 @@ fn property_type(prop: &Value, path: &str) -> Result<(DataType, bool), SchemaErr
             let (item_type, _) = property_type(items, &format!("{path}[]"))?;
             DataType::List(Arc::new(Field::new("item", item_type, true)))
         }
-        other => return Err(err(&format!("unsupported type {other:?}; use integer, number, string, boolean, object or array"))),
+        other => {
+            return Err(err(&format!(
+                "unsupported type {other:?}; use integer, number, string, boolean, object or array"
+            )));
+        }
     };
     Ok((data_type, admits_null))
 }
@@ -127,7 +139,8 @@ mod tests {
             }}"#,
         )
         .unwrap();
-        let shown: Vec<String> = schema.fields().iter().map(|f| format!("{}:{}:{}", f.name(), f.data_type(), f.is_nullable())).collect();
+        let shown: Vec<String> =
+            schema.fields().iter().map(|f| format!("{}:{}:{}", f.name(), f.data_type(), f.is_nullable())).collect();
         assert_eq!(
             shown,
             [
@@ -147,12 +160,24 @@ mod tests {
     fn errors_name_the_property() {
         let cases = [
             ("not json", "the schema is not valid JSON: expected ident at line 1 column 2"),
-            (r#"{"type":"array"}"#, "the schema must be a JSON object with `\"type\": \"object\"` and `properties` at the top level"),
-            (r#"{"type":"object","properties":{"a":{"type":"decimal"}}}"#, "property `a`: unsupported type \"decimal\"; use integer, number, string, boolean, object or array"),
+            (
+                r#"{"type":"array"}"#,
+                "the schema must be a JSON object with `\"type\": \"object\"` and `properties` at the top level",
+            ),
+            (
+                r#"{"type":"object","properties":{"a":{"type":"decimal"}}}"#,
+                "property `a`: unsupported type \"decimal\"; use integer, number, string, boolean, object or array",
+            ),
             (r#"{"type":"object","properties":{"a":{}}}"#, "property `a`: has no `type`"),
-            (r#"{"type":"object","required":["b"],"properties":{"a":{"type":"string"}}}"#, "property `b`: listed in `required` but not in `properties`"),
+            (
+                r#"{"type":"object","required":["b"],"properties":{"a":{"type":"string"}}}"#,
+                "property `b`: listed in `required` but not in `properties`",
+            ),
             (r#"{"type":"object","properties":{"a":{"type":"array"}}}"#, "property `a`: an `array` needs `items`"),
-            (r#"{"type":"object","properties":{"a":{"type":"object"}}}"#, "property `a`: `properties` must be an object (an `object` property needs its own `properties`)"),
+            (
+                r#"{"type":"object","properties":{"a":{"type":"object"}}}"#,
+                "property `a`: `properties` must be an object (an `object` property needs its own `properties`)",
+            ),
         ];
         for (input, expected) in cases {
             assert_eq!(from_json_schema(input).unwrap_err().to_string(), expected, "{input}");

@@ -40,7 +40,10 @@ pub struct SaslCredentials {
 impl std::fmt::Debug for SaslCredentials {
     // Secrets are never printed.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SaslCredentials").field("mechanism", &self.mechanism).field("username", &self.username).finish_non_exhaustive()
+        f.debug_struct("SaslCredentials")
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .finish_non_exhaustive()
     }
 }
 
@@ -93,7 +96,11 @@ impl KafkaConnection {
             config.insert("sasl.password".into(), c.password.clone());
         }
         if let Some(t) = &self.tls {
-            for (key, value) in [("ssl.ca.location", &t.ca_file), ("ssl.certificate.location", &t.cert_file), ("ssl.key.location", &t.key_file)] {
+            for (key, value) in [
+                ("ssl.ca.location", &t.ca_file),
+                ("ssl.certificate.location", &t.cert_file),
+                ("ssl.key.location", &t.key_file),
+            ] {
                 if let Some(v) = value {
                     config.insert(key.into(), v.clone());
                 }
@@ -152,7 +159,8 @@ impl RolloverReason {
 pub const DEFAULT_TIME_ROLLOVER_SECONDS: u64 = 60;
 
 /// The `src_cfg` keys weir knows. Anything else is an error.
-const SRC_CFG_KEYS: &[&str] = &["kafka.time_rollover_seconds", "kafka.size_rollover_mb", "kafka.messages_rollover", "kafka.auto_offset_reset"];
+const SRC_CFG_KEYS: &[&str] =
+    &["kafka.time_rollover_seconds", "kafka.size_rollover_mb", "kafka.messages_rollover", "kafka.auto_offset_reset"];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SourceError {
@@ -284,7 +292,8 @@ pub fn load_schema(spec: &str, base_dir: &Path) -> Result<Arc<Schema>, SourceErr
         spec.to_string()
     } else {
         let path = base_dir.join(spec);
-        std::fs::read_to_string(&path).map_err(|e| SourceError::Schema(format!("file {} cannot be read: {e}", path.display())))?
+        std::fs::read_to_string(&path)
+            .map_err(|e| SourceError::Schema(format!("file {} cannot be read: {e}", path.display())))?
     };
     schema::from_json_schema(&text).map(Arc::new).map_err(|e| SourceError::Schema(format!("does not parse: {e}")))
 }
@@ -315,13 +324,34 @@ mod tests {
     #[test]
     fn bad_src_cfg_is_an_error_with_the_key() {
         let cases = [
-            (json!({"kafka.time_rollover_secs": 5}), "unknown src_cfg key `kafka.time_rollover_secs`; known keys: kafka.time_rollover_seconds, kafka.size_rollover_mb, kafka.messages_rollover, kafka.auto_offset_reset"),
-            (json!({"kafka.time_rollover_seconds": 0}), "src_cfg `kafka.time_rollover_seconds` must be a whole number greater than zero, not 0"),
-            (json!({"kafka.messages_rollover": -5}), "src_cfg `kafka.messages_rollover` must be a whole number greater than zero, not -5"),
-            (json!({"kafka.messages_rollover": "many"}), "src_cfg `kafka.messages_rollover` must be a whole number greater than zero, not \"many\""),
-            (json!({"kafka.time_rollover_seconds": 1.5}), "src_cfg `kafka.time_rollover_seconds` must be a whole number greater than zero, not 1.5"),
-            (json!({"kafka.size_rollover_mb": 0}), "src_cfg `kafka.size_rollover_mb` must be a number greater than zero, not 0"),
-            (json!({"kafka.auto_offset_reset": "middle"}), "src_cfg `kafka.auto_offset_reset` must be \"earliest\" or \"latest\", not \"middle\""),
+            (
+                json!({"kafka.time_rollover_secs": 5}),
+                "unknown src_cfg key `kafka.time_rollover_secs`; known keys: kafka.time_rollover_seconds, kafka.size_rollover_mb, kafka.messages_rollover, kafka.auto_offset_reset",
+            ),
+            (
+                json!({"kafka.time_rollover_seconds": 0}),
+                "src_cfg `kafka.time_rollover_seconds` must be a whole number greater than zero, not 0",
+            ),
+            (
+                json!({"kafka.messages_rollover": -5}),
+                "src_cfg `kafka.messages_rollover` must be a whole number greater than zero, not -5",
+            ),
+            (
+                json!({"kafka.messages_rollover": "many"}),
+                "src_cfg `kafka.messages_rollover` must be a whole number greater than zero, not \"many\"",
+            ),
+            (
+                json!({"kafka.time_rollover_seconds": 1.5}),
+                "src_cfg `kafka.time_rollover_seconds` must be a whole number greater than zero, not 1.5",
+            ),
+            (
+                json!({"kafka.size_rollover_mb": 0}),
+                "src_cfg `kafka.size_rollover_mb` must be a number greater than zero, not 0",
+            ),
+            (
+                json!({"kafka.auto_offset_reset": "middle"}),
+                "src_cfg `kafka.auto_offset_reset` must be \"earliest\" or \"latest\", not \"middle\"",
+            ),
         ];
         for (input, expected) in cases {
             assert_eq!(cfg(input.clone()).unwrap_err().to_string(), expected, "{input}");
@@ -332,7 +362,10 @@ mod tests {
     fn flush_interval_is_whole_minutes() {
         assert_eq!(flush_interval(&json!(5)), Ok(5));
         for bad in [json!(0), json!(-1), json!(1.5), json!("5")] {
-            assert_eq!(flush_interval(&bad).unwrap_err().to_string(), format!("flush_interval_mins must be a whole number of minutes, at least 1, not {bad}"));
+            assert_eq!(
+                flush_interval(&bad).unwrap_err().to_string(),
+                format!("flush_interval_mins must be a whole number of minutes, at least 1, not {bad}")
+            );
         }
     }
 
@@ -340,7 +373,11 @@ mod tests {
     fn connection_settings() {
         let conn = KafkaConnection {
             bootstrap_servers: "b:9092".into(),
-            credentials: Some(SaslCredentials { mechanism: SaslMechanism::ScramSha512, username: "u".into(), password: "secret".into() }),
+            credentials: Some(SaslCredentials {
+                mechanism: SaslMechanism::ScramSha512,
+                username: "u".into(),
+                password: "secret".into(),
+            }),
             tls: Some(Tls { ca_file: Some("/ca.pem".into()), ..Tls::default() }),
             group_id: None,
             client_settings: [("fetch.max.bytes".to_string(), "1000".to_string())].into(),

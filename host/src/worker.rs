@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use futures::FutureExt as _;
 use arrow::array::RecordBatch;
+use futures::FutureExt as _;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
@@ -59,7 +59,10 @@ impl StreamPublisher {
 
 /// A topic's table name: the topic, lowercased, with characters a table name cannot hold replaced by `_`.
 pub fn table_name_for_topic(topic: &str) -> String {
-    topic.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c.to_ascii_lowercase() } else { '_' }).collect()
+    topic
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c.to_ascii_lowercase() } else { '_' })
+        .collect()
 }
 
 /// What a worker shares with the other workers of its node.
@@ -83,7 +86,12 @@ pub struct WorkerOptions {
 
 impl Default for WorkerOptions {
     fn default() -> Self {
-        Self { max_attempts: 5, first_backoff: Duration::from_secs(1), max_backoff: Duration::from_secs(30), shutdown_deadline: Duration::from_secs(30) }
+        Self {
+            max_attempts: 5,
+            first_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(30),
+            shutdown_deadline: Duration::from_secs(30),
+        }
     }
 }
 
@@ -93,12 +101,21 @@ pub enum WorkerEvent {
     Assigned(BTreeMap<i32, Option<i64>>),
     Revoked(Vec<i32>),
     /// A batch closed and is being processed.
-    Closed { reason: RolloverReason, messages: usize, bytes: u64 },
+    Closed {
+        reason: RolloverReason,
+        messages: usize,
+        bytes: u64,
+    },
     Committed(Execution),
     /// An attempt failed; the batch will be retried (or the publisher fails).
-    AttemptFailed { attempt: u32, error: String },
+    AttemptFailed {
+        attempt: u32,
+        error: String,
+    },
     /// The batch was dropped unprocessed; its partitions are re-read.
-    Dropped { reason: String },
+    Dropped {
+        reason: String,
+    },
 }
 
 /// Why a worker stopped.
@@ -313,7 +330,18 @@ impl Worker {
                 Err(failure) => {
                     let error = format!("{:#}", failure.error);
                     tracing::warn!(publisher = %self.id, attempt, error = %error, "batch attempt failed");
-                    let execution = self.execution("failed", reason, &ranges, &partitions, dead.len(), 0, started_at_ms, timings, &failure.log, Some(error.clone()));
+                    let execution = self.execution(
+                        "failed",
+                        reason,
+                        &ranges,
+                        &partitions,
+                        dead.len(),
+                        0,
+                        started_at_ms,
+                        timings,
+                        &failure.log,
+                        Some(error.clone()),
+                    );
                     if let Err(e) = self.node.catalog.record(&execution) {
                         tracing::error!(publisher = %self.id, error = %e, "recording the failed execution");
                     }
@@ -322,7 +350,11 @@ impl Worker {
                         tracing::error!(publisher = %self.id, attempts = attempt, error = %error, "publisher failed; its offsets stay where they were");
                         return Err(WorkerExit::Failed(error));
                     }
-                    let backoff = self.options.first_backoff.saturating_mul(1 << (attempt - 1).min(16)).min(self.options.max_backoff);
+                    let backoff = self
+                        .options
+                        .first_backoff
+                        .saturating_mul(1 << (attempt - 1).min(16))
+                        .min(self.options.max_backoff);
                     let mut shutdown = self.shutdown.clone();
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
@@ -368,10 +400,12 @@ impl Worker {
         };
         let frames = {
             let schema = schema.clone();
-            tokio::task::spawn_blocking(move || batches.iter().map(|b| frames::encode(&schema, std::slice::from_ref(b))).collect::<Result<Vec<_>, _>>())
-                .await
-                .expect("encoding does not panic")
-                .map_err(|e| Failure::host(e.into()))?
+            tokio::task::spawn_blocking(move || {
+                batches.iter().map(|b| frames::encode(&schema, std::slice::from_ref(b))).collect::<Result<Vec<_>, _>>()
+            })
+            .await
+            .expect("encoding does not panic")
+            .map_err(|e| Failure::host(e.into()))?
         };
 
         // Dead letters, then the plugin, while staging runs; staging is always awaited,
@@ -413,7 +447,18 @@ impl Worker {
         // Commit: the table version and the offsets, in one catalog transaction (on the blocking pool: it syncs to disk).
         let t = Instant::now();
         let rows_out = output.as_ref().map_or(0, |o| o.frame.rows());
-        let mut execution = self.execution("committed", reason, ranges, partitions, dead.len(), rows_out, started_at_ms, *timings, &log, None);
+        let mut execution = self.execution(
+            "committed",
+            reason,
+            ranges,
+            partitions,
+            dead.len(),
+            rows_out,
+            started_at_ms,
+            *timings,
+            &log,
+            None,
+        );
         let committed = {
             let catalog = self.node.catalog.clone();
             let (collection, publisher, topic) = (p.collection.clone(), self.id.clone(), p.source.topic.clone());
@@ -443,7 +488,9 @@ impl Worker {
         };
         match committed {
             Ok(Ok((id, version))) => (execution.id, execution.table_version) = (id, version),
-            Ok(Err(e @ (CatalogError::ConflictingOffsets { .. } | CatalogError::OverlapsCommitted { .. }))) => return Ok(Attempt::Conflict(e)),
+            Ok(Err(e @ (CatalogError::ConflictingOffsets { .. } | CatalogError::OverlapsCommitted { .. }))) => {
+                return Ok(Attempt::Conflict(e));
+            }
             Ok(Err(e)) => return Err(Failure { error: e.into(), log }),
             Err(e) => return Err(Failure { error: e, log }),
         }
@@ -526,7 +573,9 @@ impl Worker {
             let offset = stored.get(&r.partition).copied();
             self.next.insert(r.partition, offset);
             let position = offset.map_or(Offset::Beginning, Offset::Offset);
-            if let Err(e) = self.consumer.seek(&self.publisher.source.topic, r.partition, position, Duration::from_secs(10)) {
+            if let Err(e) =
+                self.consumer.seek(&self.publisher.source.topic, r.partition, position, Duration::from_secs(10))
+            {
                 tracing::warn!(publisher = %self.id, partition = r.partition, error = %e, "seeking after a conflict");
             }
         }

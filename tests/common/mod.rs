@@ -100,7 +100,8 @@ pub fn mixed(rows: usize, seed: u64) -> RecordBatch {
             tags.append(false);
         }
     }
-    let geo_fields = Fields::from(vec![Field::new("lat", DataType::Float64, true), Field::new("lon", DataType::Float64, true)]);
+    let geo_fields =
+        Fields::from(vec![Field::new("lat", DataType::Float64, true), Field::new("lon", DataType::Float64, true)]);
     let geo = StructArray::new(
         geo_fields.clone(),
         vec![
@@ -113,11 +114,13 @@ pub fn mixed(rows: usize, seed: u64) -> RecordBatch {
         Arc::new(Int64Array::from_iter((0..rows).map(|i| opt(i).then_some(i as i64 * 7 - 3)))),
         Arc::new(Int32Array::from_iter_values((0..rows).map(|i| i as i32))),
         Arc::new(Float64Array::from_iter((0..rows).map(|i| opt(i).then_some(i as f64 / 3.0)))),
-        Arc::new(StringArray::from_iter((0..rows).map(|i| opt(i).then(|| format!("row {i} é")) ))),
+        Arc::new(StringArray::from_iter((0..rows).map(|i| opt(i).then(|| format!("row {i} é"))))),
         Arc::new(BooleanArray::from_iter((0..rows).map(|i| opt(i).then_some(i % 2 == 0)))),
         Arc::new(BinaryArray::from_iter((0..rows).map(|i| opt(i).then(|| vec![i as u8; i % 5])))),
         Arc::new(Date32Array::from_iter((0..rows).map(|i| opt(i).then_some(20_000 + i as i32)))),
-        Arc::new(TimestampMicrosecondArray::from_iter((0..rows).map(|i| opt(i).then_some(i as i64))).with_timezone("+00:00")),
+        Arc::new(
+            TimestampMicrosecondArray::from_iter((0..rows).map(|i| opt(i).then_some(i as i64))).with_timezone("+00:00"),
+        ),
         Arc::new(tags.finish()),
         Arc::new(geo),
     ];

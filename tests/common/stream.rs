@@ -43,7 +43,11 @@ impl Harness {
         KafkaConnection {
             bootstrap_servers: self.broker.bootstrap_servers().to_string(),
             // Fast group joins and failure detection, for tests.
-            client_settings: [("session.timeout.ms".to_string(), "6000".to_string()), ("heartbeat.interval.ms".to_string(), "500".to_string())].into(),
+            client_settings: [
+                ("session.timeout.ms".to_string(), "6000".to_string()),
+                ("heartbeat.interval.ms".to_string(), "500".to_string()),
+            ]
+            .into(),
             ..KafkaConnection::default()
         }
     }
@@ -53,7 +57,10 @@ impl Harness {
         let src_cfg: BTreeMap<String, Value> = serde_json::from_value(src_cfg).expect("src_cfg object");
         let mut schema = CLICKS_SCHEMA.to_string();
         if plugin == "fixture-fail-until" {
-            schema = schema.replace(r#""device": { "type": "string" }"#, r#""device": { "type": "string" }, "not_before_ms": { "type": "integer" }"#);
+            schema = schema.replace(
+                r#""device": { "type": "string" }"#,
+                r#""device": { "type": "string" }, "not_before_ms": { "type": "integer" }"#,
+            );
         }
         StreamPublisher {
             collection: "events".into(),
@@ -90,7 +97,12 @@ impl Harness {
         for (i, value) in values.iter().enumerate() {
             let key = format!("key-{i}");
             let headers = OwnedHeaders::new().insert(Header { key: "source", value: Some(b"test".as_slice()) });
-            deliveries.push(producer.send_result(FutureRecord::to(topic).key(&key).payload(value).headers(headers)).map_err(|(e, _)| e).expect("enqueue"));
+            deliveries.push(
+                producer
+                    .send_result(FutureRecord::to(topic).key(&key).payload(value).headers(headers))
+                    .map_err(|(e, _)| e)
+                    .expect("enqueue"),
+            );
         }
         for d in deliveries {
             d.await.expect("delivery").map_err(|(e, _)| e).expect("acknowledged");
@@ -172,6 +184,10 @@ impl RunningWorker {
 
     pub async fn stop(self) -> WorkerExit {
         let _ = self.stop.send(true);
-        tokio::time::timeout(Duration::from_secs(60), self.handle).await.expect("stops within 60 s").expect("task").expect("worker")
+        tokio::time::timeout(Duration::from_secs(60), self.handle)
+            .await
+            .expect("stops within 60 s")
+            .expect("task")
+            .expect("worker")
     }
 }

@@ -40,7 +40,8 @@ fn enrich(batch: &RecordBatch) -> Result<RecordBatch> {
     let mut fields = Vec::with_capacity(batch.num_columns() + 1);
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns() + 1);
     for (field, array) in batch.schema().fields().iter().zip(batch.columns()) {
-        let field = if field.name() == "ts" { field.as_ref().clone().with_name("clicked_at") } else { field.as_ref().clone() };
+        let field =
+            if field.name() == "ts" { field.as_ref().clone().with_name("clicked_at") } else { field.as_ref().clone() };
         fields.push(field);
         columns.push(array.clone());
         if fields.last().is_some_and(|f| f.name() == "url") {

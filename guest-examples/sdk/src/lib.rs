@@ -150,9 +150,7 @@ fn decode(frame: Vec<u8>) -> Result<RecordBatch> {
         }
     }
     decoder.finish()?;
-    let schema = decoder
-        .schema()
-        .ok_or_else(|| Error::invalid_input("a table frame holds no Arrow schema"))?;
+    let schema = decoder.schema().ok_or_else(|| Error::invalid_input("a table frame holds no Arrow schema"))?;
     Ok(match batches.len() {
         0 => RecordBatch::new_empty(schema),
         1 => batches.pop().expect("one batch"),
@@ -162,7 +160,8 @@ fn decode(frame: Vec<u8>) -> Result<RecordBatch> {
 
 fn encode(table: Table) -> Result<OutputTable> {
     let size: usize = table.batches.iter().map(|b| b.get_array_memory_size()).sum();
-    let mut writer = arrow_ipc::writer::StreamWriter::try_new(Cursor::new(Vec::with_capacity(size + 4096)), &table.schema)?;
+    let mut writer =
+        arrow_ipc::writer::StreamWriter::try_new(Cursor::new(Vec::with_capacity(size + 4096)), &table.schema)?;
     for batch in &table.batches {
         writer.write(batch)?;
     }
@@ -180,7 +179,10 @@ pub mod __private {
     pub type RawResult = std::result::Result<Vec<OutputTable>, PublishError>;
 
     /// The body of the exported `publish`: decode, call the author's function, encode.
-    pub fn run(slots: Vec<Vec<Vec<u8>>>, publish: impl FnOnce(Vec<Vec<RecordBatch>>) -> Result<Vec<Table>>) -> RawResult {
+    pub fn run(
+        slots: Vec<Vec<Vec<u8>>>,
+        publish: impl FnOnce(Vec<Vec<RecordBatch>>) -> Result<Vec<Table>>,
+    ) -> RawResult {
         let inner = || -> Result<Vec<OutputTable>> {
             let slots = slots
                 .into_iter()

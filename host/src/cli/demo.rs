@@ -115,15 +115,25 @@ async fn demo(args: Args) -> anyhow::Result<()> {
             match event {
                 WorkerEvent::Assigned(p) => println!("  partitions {:?} assigned", p.keys().collect::<Vec<_>>()),
                 WorkerEvent::Closed { reason, messages, bytes } => {
-                    print!("  batch closed by {:<8} {messages:>4} messages, {:>9} → ", reason.as_str(), human_bytes(bytes))
+                    print!(
+                        "  batch closed by {:<8} {messages:>4} messages, {:>9} → ",
+                        reason.as_str(),
+                        human_bytes(bytes)
+                    )
                 }
                 WorkerEvent::Committed(e) => {
                     batches += 1;
                     rows += e.rows_out;
                     dead += e.dead_letters;
-                    let offsets: Vec<String> = e.offsets.iter().map(|r| format!("p{} {}..{}", r.partition, r.first, r.last)).collect();
+                    let offsets: Vec<String> =
+                        e.offsets.iter().map(|r| format!("p{} {}..{}", r.partition, r.first, r.last)).collect();
                     let version = e.table_version.map_or("no new version".into(), |v| format!("{table} v{v}"));
-                    println!("{version}: {} rows, {} dead letters  [{}]", e.rows_out, e.dead_letters, offsets.join(", "));
+                    println!(
+                        "{version}: {} rows, {} dead letters  [{}]",
+                        e.rows_out,
+                        e.dead_letters,
+                        offsets.join(", ")
+                    );
                     if rows + dead >= want && batches >= 2 {
                         return;
                     }
@@ -145,16 +155,20 @@ async fn demo(args: Args) -> anyhow::Result<()> {
     }
 
     println!("\ncommitted versions of events/{table}:");
-    println!("  {:<8} {:>6}  {}", "VERSION", "ROWS", "FILE");
+    println!("  {:<8} {:>6}  FILE", "VERSION", "ROWS");
     for v in catalog.versions("events", &table)? {
         println!("  {:<8} {:>6}  {}", v.version, v.rows, data_dir.join(&v.files[0]).display());
     }
     println!("\ndead letters (kept in the catalog: the source has no dead-letter topic):");
     for d in catalog.dead_letters("events/read_clicks")? {
-        let value = String::from_utf8_lossy(d.value.as_deref().unwrap_or_default()).chars().take(40).collect::<String>();
+        let value =
+            String::from_utf8_lossy(d.value.as_deref().unwrap_or_default()).chars().take(40).collect::<String>();
         println!("  p{} offset {:<5} {:<42} {}", d.partition, d.offset, format!("{value:?}"), d.error);
     }
-    println!("\n{rows} rows in {batches} versions, {dead} dead letters; catalog at {}", data_dir.join("catalog.db").display());
+    println!(
+        "\n{rows} rows in {batches} versions, {dead} dead letters; catalog at {}",
+        data_dir.join("catalog.db").display()
+    );
     Ok(())
 }
 
@@ -190,10 +204,18 @@ async fn produce(connection: &KafkaConnection, args: &Args) -> anyhow::Result<(u
             "device": device,
         })
         .to_string();
-        deliveries.push(producer.send_result(FutureRecord::to(&args.topic).key(&user.to_string()).payload(&payload)).map_err(|(e, _)| e)?);
+        deliveries.push(
+            producer
+                .send_result(FutureRecord::to(&args.topic).key(&user.to_string()).payload(&payload))
+                .map_err(|(e, _)| e)?,
+        );
         if i % every == every - 1 && bad < args.malformed {
             let text = malformed[bad % malformed.len()];
-            deliveries.push(producer.send_result(FutureRecord::to(&args.topic).key(&bad.to_string()).payload(text)).map_err(|(e, _)| e)?);
+            deliveries.push(
+                producer
+                    .send_result(FutureRecord::to(&args.topic).key(&bad.to_string()).payload(text))
+                    .map_err(|(e, _)| e)?,
+            );
             bad += 1;
         }
     }

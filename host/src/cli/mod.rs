@@ -10,7 +10,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "weir", version, about = "Kafka topics into versioned tables, each batch shaped by a sandboxed WebAssembly publisher")]
+#[command(
+    name = "weir",
+    version,
+    about = "Kafka topics into versioned tables, each batch shaped by a sandboxed WebAssembly publisher"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

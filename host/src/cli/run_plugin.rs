@@ -108,7 +108,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for (i, path) in args.inputs.iter().enumerate() {
         let frame = input::read(path, schema.as_ref())?;
         inputs.push(table_report(format!("frame {i}"), &frame, path.clone()));
-        frames.push(frames::encode(&frame.schema, &frame.batches).with_context(|| format!("encoding {}", path.display()))?);
+        frames.push(
+            frames::encode(&frame.schema, &frame.batches).with_context(|| format!("encoding {}", path.display()))?,
+        );
     }
 
     let cache_dir = if args.no_cache { None } else { args.cache_dir.clone().or_else(default_cache_dir) };
@@ -127,7 +129,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let run = runtime.publish(&plugin, &[frames], &limits, None);
 
     let mut report = Report {
-        plugin: PluginReport { path: args.plugin.clone(), digest: plugin.digest().to_string(), origin: plugin.origin(), load_ms },
+        plugin: PluginReport {
+            path: args.plugin.clone(),
+            digest: plugin.digest().to_string(),
+            origin: plugin.origin(),
+            load_ms,
+        },
         inputs,
         outputs: vec![],
         error: None,
@@ -160,7 +167,8 @@ fn write_outputs(dir: &Path, tables: &[OutputTable]) -> anyhow::Result<Vec<Table
         .map(|table| {
             // Table names are checked by the runtime, so they are safe file names.
             let path = dir.join(format!("{}.parquet", table.name));
-            weir::stage::write_parquet(&path, &table.frame.schema, &table.frame.batches).with_context(|| format!("writing {}", path.display()))?;
+            weir::stage::write_parquet(&path, &table.frame.schema, &table.frame.batches)
+                .with_context(|| format!("writing {}", path.display()))?;
             Ok(table_report(table.name.clone(), &table.frame, path))
         })
         .collect()
@@ -177,7 +185,10 @@ fn print(report: &Report, output: Output) -> anyhow::Result<()> {
                 Origin::Cached => "loaded from cache",
             };
             println!("plugin  {} ({how} in {:.1} ms)", report.plugin.digest, report.plugin.load_ms);
-            println!("        instantiate {:.0} µs, publish {:.2} ms", report.timing.instantiate_us, report.timing.call_ms);
+            println!(
+                "        instantiate {:.0} µs, publish {:.2} ms",
+                report.timing.instantiate_us, report.timing.call_ms
+            );
             println!();
             print_tables("input (slot 0)", &report.inputs, "FRAME", "FILE");
             if report.error.is_none() {
@@ -202,7 +213,12 @@ fn print_tables(title: &str, tables: &[TableReport], name_header: &str, file_hea
     let mut table = Table::new();
     table.load_style(NOTHING).set_header([format!("  {name_header}").as_str(), "ROWS", "COLUMNS", file_header]);
     for t in tables {
-        table.add_row([format!("  {}", t.name), t.rows.to_string(), t.columns.to_string(), t.file.display().to_string()]);
+        table.add_row([
+            format!("  {}", t.name),
+            t.rows.to_string(),
+            t.columns.to_string(),
+            t.file.display().to_string(),
+        ]);
     }
     println!("{table}");
 }

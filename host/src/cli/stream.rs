@@ -77,7 +77,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn stream(args: Args) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.declaration).with_context(|| format!("reading {}", args.declaration.display()))?;
+    let text = std::fs::read_to_string(&args.declaration)
+        .with_context(|| format!("reading {}", args.declaration.display()))?;
     let base = args.declaration.parent().map(PathBuf::from).unwrap_or_default();
     let resolved = Declaration::parse(&text)
         .and_then(|d| d.resolve(&base))
@@ -98,13 +99,29 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
     let client_settings = args
         .client_settings
         .iter()
-        .map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).with_context(|| format!("--client-setting {kv:?}: write KEY=VALUE")))
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .with_context(|| format!("--client-setting {kv:?}: write KEY=VALUE"))
+        })
         .collect::<anyhow::Result<_>>()?;
-    let tls = (args.tls_ca_file.is_some() || args.tls_cert_file.is_some())
-        .then(|| Tls { ca_file: args.tls_ca_file, cert_file: args.tls_cert_file, key_file: args.tls_key_file });
-    let connection = KafkaConnection { bootstrap_servers: args.bootstrap_servers, credentials, tls, group_id: args.group_id, client_settings };
+    let tls = (args.tls_ca_file.is_some() || args.tls_cert_file.is_some()).then_some(Tls {
+        ca_file: args.tls_ca_file,
+        cert_file: args.tls_cert_file,
+        key_file: args.tls_key_file,
+    });
+    let connection = KafkaConnection {
+        bootstrap_servers: args.bootstrap_servers,
+        credentials,
+        tls,
+        group_id: args.group_id,
+        client_settings,
+    };
 
-    let runtime = Arc::new(Runtime::new(RuntimeConfig { cache_dir: Some(args.data_dir.join("artifacts")), ..RuntimeConfig::default() })?);
+    let runtime = Arc::new(Runtime::new(RuntimeConfig {
+        cache_dir: Some(args.data_dir.join("artifacts")),
+        ..RuntimeConfig::default()
+    })?);
     let bytes = std::fs::read(&args.plugin).with_context(|| format!("reading plugin {}", args.plugin.display()))?;
     let plugin = runtime.load(&bytes).with_context(|| format!("loading plugin {}", args.plugin.display()))?;
     let catalog = Arc::new(Catalog::open(&args.data_dir)?);
@@ -122,7 +139,8 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
 
     let (stop, shutdown) = watch::channel(false);
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}

@@ -15,15 +15,21 @@ use super::log::PluginLog;
 pub enum LoadError {
     #[error("the plugin is {size} bytes, over the {limit}-byte module size limit")]
     TooLarge { size: usize, limit: usize },
-    #[error("the file is not a WebAssembly component (it does not start with the `\\0asm` magic); build the plugin with `cargo build --release --target wasm32-wasip2`")]
+    #[error(
+        "the file is not a WebAssembly component (it does not start with the `\\0asm` magic); build the plugin with `cargo build --release --target wasm32-wasip2`"
+    )]
     NotWasm,
-    #[error("the file is a core WebAssembly module, not a component; build the plugin for the `wasm32-wasip2` target (not `wasm32-unknown-unknown` or `wasm32-wasip1`)")]
+    #[error(
+        "the file is a core WebAssembly module, not a component; build the plugin for the `wasm32-wasip2` target (not `wasm32-unknown-unknown` or `wasm32-wasip1`)"
+    )]
     CoreModule,
     #[error("the component is malformed: {reason}")]
     Malformed { reason: String },
     #[error("the plugin imports `{import}`, which publishers may not use; allowed imports are `{host}` and the WASI 0.2 cli, clocks, io, random and filesystem interfaces", host = super::bindings::HOST_INTERFACE)]
     ForbiddenImport { import: String },
-    #[error("the component does not implement the `weir:publisher/stream-publisher@0.1.0` world: {reason}; generate its bindings from weir's `wit/` (the weir-guest SDK does)")]
+    #[error(
+        "the component does not implement the `weir:publisher/stream-publisher@0.1.0` world: {reason}; generate its bindings from weir's `wit/` (the weir-guest SDK does)"
+    )]
     WrongWorld { reason: String },
     #[error("compiled-artifact cache: {0:#}")]
     Cache(anyhow::Error),
@@ -62,10 +68,19 @@ pub struct Trap {
 
 fn describe(kind: &TrapKind, source: &anyhow::Error) -> String {
     match kind {
-        TrapKind::Deadline { limit } => format!("the plugin exceeded its {} CPU deadline and was stopped", human_duration(*limit)),
-        TrapKind::Memory { limit_bytes } => format!("the plugin exceeded its {} memory limit and was stopped", human_bytes(*limit_bytes)),
-        TrapKind::StackOverflow => "the plugin overflowed its stack (unbounded or too deep recursion) and was stopped".into(),
-        TrapKind::OutputTooLarge { limit_bytes } => format!("the plugin tried to return more than {} of output and was stopped", human_bytes(*limit_bytes as u64)),
+        TrapKind::Deadline { limit } => {
+            format!("the plugin exceeded its {} CPU deadline and was stopped", human_duration(*limit))
+        }
+        TrapKind::Memory { limit_bytes } => {
+            format!("the plugin exceeded its {} memory limit and was stopped", human_bytes(*limit_bytes))
+        }
+        TrapKind::StackOverflow => {
+            "the plugin overflowed its stack (unbounded or too deep recursion) and was stopped".into()
+        }
+        TrapKind::OutputTooLarge { limit_bytes } => format!(
+            "the plugin tried to return more than {} of output and was stopped",
+            human_bytes(*limit_bytes as u64)
+        ),
         TrapKind::Panicked { message } => format!("the plugin panicked: {message}"),
         TrapKind::Aborted => "the plugin aborted (it reached an `unreachable` instruction)".into(),
         // WASI 0.2 passes only success or failure, so any non-zero code arrives as 1.
@@ -77,7 +92,9 @@ fn describe(kind: &TrapKind, source: &anyhow::Error) -> String {
 /// The plugin returned, but what it returned cannot be committed.
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
-    #[error("output table name {name:?} is invalid: use lowercase letters, digits, `_`, `-` and `.`, starting with a letter or digit, at most 128 characters")]
+    #[error(
+        "output table name {name:?} is invalid: use lowercase letters, digits, `_`, `-` and `.`, starting with a letter or digit, at most 128 characters"
+    )]
     BadName { name: String },
     #[error("output table `{name}` is not one this publisher declares (declared: {})", declared.join(", "))]
     Undeclared { name: String, declared: Vec<String> },

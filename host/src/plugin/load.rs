@@ -75,9 +75,7 @@ pub fn link(
     if let Some((import, _)) = ty.imports(engine).find(|(name, _)| !import_allowed(name)) {
         return Err(LoadError::ForbiddenImport { import: import.to_string() });
     }
-    let pre = linker
-        .instantiate_pre(component)
-        .map_err(|e| LoadError::WrongWorld { reason: format!("{e:#}") })?;
+    let pre = linker.instantiate_pre(component).map_err(|e| LoadError::WrongWorld { reason: format!("{e:#}") })?;
     StreamPublisherPre::new(pre).map_err(|e| LoadError::WrongWorld { reason: format!("{e:#}") })
 }
 

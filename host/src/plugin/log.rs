@@ -66,12 +66,8 @@ pub struct PluginLog {
 impl PluginLog {
     /// The text the plugin wrote to stderr, lines joined.
     pub fn stderr(&self) -> String {
-        let lines: Vec<&str> = self
-            .lines
-            .iter()
-            .filter(|l| l.source == LogSource::Stderr)
-            .map(|l| l.message.as_str())
-            .collect();
+        let lines: Vec<&str> =
+            self.lines.iter().filter(|l| l.source == LogSource::Stderr).map(|l| l.message.as_str()).collect();
         lines.join("\n")
     }
 }
@@ -229,7 +225,12 @@ mod tests {
         let text: Vec<(LogSource, &str)> = log.lines.iter().map(|l| (l.source, l.message.as_str())).collect();
         assert_eq!(
             text,
-            [(LogSource::Log, "from log"), (LogSource::Stdout, "hello world"), (LogSource::Stderr, "oops"), (LogSource::Stdout, "second")]
+            [
+                (LogSource::Log, "from log"),
+                (LogSource::Stdout, "hello world"),
+                (LogSource::Stderr, "oops"),
+                (LogSource::Stdout, "second")
+            ]
         );
         assert_eq!(log.dropped_bytes, 0);
     }

@@ -125,7 +125,8 @@ impl Runtime {
     pub fn load(&self, bytes: &[u8]) -> Result<Plugin, LoadError> {
         load::check_bytes(bytes, self.max_module_bytes)?;
         let digest = digest(bytes);
-        let compile = || Component::new(&self.engine, bytes).map_err(|e| LoadError::Malformed { reason: format!("{e:#}") });
+        let compile =
+            || Component::new(&self.engine, bytes).map_err(|e| LoadError::Malformed { reason: format!("{e:#}") });
         let (component, origin) = match &self.cache {
             Some(cache) => cache.load_or_compile(&self.engine, &digest, compile)?,
             None => (compile()?, Origin::Compiled),
@@ -139,7 +140,13 @@ impl Runtime {
     /// `slots` is the batch in array mode: one entry per source, each the list of
     /// that source's table frames (Arrow IPC streams). When `declared` is given,
     /// every output table must be one of those names.
-    pub fn publish(&self, plugin: &Plugin, slots: &[Vec<Vec<u8>>], limits: &Limits, declared: Option<&[String]>) -> Run {
+    pub fn publish(
+        &self,
+        plugin: &Plugin,
+        slots: &[Vec<Vec<u8>>],
+        limits: &Limits,
+        declared: Option<&[String]>,
+    ) -> Run {
         let started = Instant::now();
         let memory_bytes = limits.memory_bytes.min(MAX_MEMORY_BYTES) as usize;
         let log = log::LogSink::new(limits.log_bytes);
@@ -203,7 +210,11 @@ impl Runtime {
     }
 }
 
-fn check_outputs(tables: Vec<bindings::RawOutputTable>, limits: &Limits, declared: Option<&[String]>) -> Result<Vec<OutputTable>, RunError> {
+fn check_outputs(
+    tables: Vec<bindings::RawOutputTable>,
+    limits: &Limits,
+    declared: Option<&[String]>,
+) -> Result<Vec<OutputTable>, RunError> {
     let bytes: usize = tables.iter().map(|t| t.data.len()).sum();
     if bytes > limits.output_bytes {
         let kind = TrapKind::OutputTooLarge { limit_bytes: limits.output_bytes };

@@ -37,15 +37,16 @@ pub fn check(
         if !valid_table_name(&name) {
             return Err(OutputError::BadName { name });
         }
-        if let Some(declared) = declared {
-            if !declared.contains(&name) {
-                return Err(OutputError::Undeclared { name, declared: declared.to_vec() });
-            }
+        if let Some(declared) = declared
+            && !declared.contains(&name)
+        {
+            return Err(OutputError::Undeclared { name, declared: declared.to_vec() });
         }
         if !seen.insert(name.clone()) {
             return Err(OutputError::Duplicate { name });
         }
-        let frame = frames::decode_owned(table.data).map_err(|e| OutputError::BadIpc { name: name.clone(), reason: e.to_string() })?;
+        let frame = frames::decode(table.data)
+            .map_err(|e| OutputError::BadIpc { name: name.clone(), reason: e.to_string() })?;
         rows += frame.rows();
         if rows > row_limit {
             return Err(OutputError::TooManyRows { rows, limit: row_limit });

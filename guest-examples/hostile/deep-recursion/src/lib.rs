@@ -3,7 +3,7 @@
 
 use std::hint::black_box;
 
-use weir_guest::__private::{Guest, RawResult, Slots, OutputTable};
+use weir_guest::__private::{Guest, OutputTable, RawResult, Slots};
 
 #[allow(unconditional_recursion)]
 fn dive(depth: u64) -> u64 {

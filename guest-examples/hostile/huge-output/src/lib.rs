@@ -1,7 +1,7 @@
 //! Hostile fixture: returns a 1 GiB table.
 //! Works on the raw bindings, so nothing of the SDK's comfort gets in the way.
 
-use weir_guest::__private::{Guest, RawResult, Slots, OutputTable};
+use weir_guest::__private::{Guest, OutputTable, RawResult, Slots};
 
 struct Plugin;
 

@@ -1,7 +1,7 @@
 //! Hostile fixture: tries to open a TCP connection.
 //! Works on the raw bindings, so nothing of the SDK's comfort gets in the way.
 
-use weir_guest::__private::{Guest, RawResult, Slots, PublishError};
+use weir_guest::__private::{Guest, PublishError, RawResult, Slots};
 
 struct Plugin;
 

@@ -1,7 +1,7 @@
 //! Hostile fixture: looks for environment variables and arguments, and reports what it saw.
 //! Works on the raw bindings, so nothing of the SDK's comfort gets in the way.
 
-use weir_guest::__private::{Guest, RawResult, Slots, PublishError};
+use weir_guest::__private::{Guest, PublishError, RawResult, Slots};
 
 struct Plugin;
 
