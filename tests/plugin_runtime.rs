@@ -154,7 +154,7 @@ fn the_row_limit_is_enforced_per_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calls_run_off_the_reactor_and_concurrently() {
+async fn concurrent_calls_each_get_their_own_answer() {
     let rt = Arc::new(runtime());
     let plugin = rt.load(&guest("read-clicks")).unwrap();
     let mut calls = Vec::new();
@@ -165,11 +165,32 @@ async fn calls_run_off_the_reactor_and_concurrently() {
             async move { rt.publish_blocking(plugin, slots, Limits::default(), None).await }
         }));
     }
-    // The reactor stays free while the calls run: a timer still fires.
-    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     for (seed, call) in calls.into_iter().enumerate() {
         let run = call.await.unwrap();
         let tables = run.outcome.unwrap();
         assert_eq!(all_rows(&tables[0].frame.batches), clicks(256, seed as u64));
     }
+}
+
+#[test]
+fn a_running_plugin_does_not_block_the_reactor() {
+    // One thread only: the timer can tick while the plugin spins only if the call runs elsewhere.
+    let reactor = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = Arc::new(runtime());
+    let plugin = rt.load(&guest("hostile-infinite-loop")).unwrap();
+    let limits = Limits { deadline: std::time::Duration::from_millis(500), ..Limits::default() };
+    reactor.block_on(async {
+        let call = rt.publish_blocking(plugin, Arc::new(vec![vec![frame(&[clicks(1, 1)])]]), limits, None);
+        tokio::pin!(call);
+        let mut interval = tokio::time::interval(std::time::Duration::from_millis(10));
+        let mut ticks = 0;
+        let run = loop {
+            tokio::select! {
+                run = &mut call => break run,
+                _ = interval.tick() => ticks += 1,
+            }
+        };
+        assert!(matches!(run.outcome, Err(RunError::Trap(_))), "{:?}", run.outcome);
+        assert!(ticks >= 10, "the reactor was blocked while the plugin ran: {ticks} ticks");
+    });
 }

@@ -31,6 +31,15 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// `weir run-plugin PLUGIN -i clicks.jsonl --output-dir OUT EXTRA...`: the sample clicks as the one frame.
+fn run_on_sample(plugin: &Path, out_dir: &Path, extra: &[&str]) -> Output {
+    let (plugin, input, out_dir) =
+        (plugin.display().to_string(), sample("clicks.jsonl"), out_dir.display().to_string());
+    let mut args = vec!["run-plugin", &plugin, "-i", &input, "--output-dir", &out_dir];
+    args.extend_from_slice(extra);
+    weir(&args)
+}
+
 /// Writes a clicks table as parquet and as an Arrow IPC file, for inputs.
 fn write_inputs(dir: &Path) -> (String, String) {
     let batch = clicks(100, 9);
@@ -103,17 +112,8 @@ print(t.num_rows, t.num_columns, ids[0], ids[240], str(t.schema.field("ts").type
 #[test]
 fn table_output_shows_outputs_and_the_plugin_log() {
     let dir = tempfile::tempdir().unwrap();
-    let plugin = guest_path("clicks-enrich").display().to_string();
-    let out = weir(&[
-        "run-plugin",
-        &plugin,
-        "-i",
-        &sample("clicks.jsonl"),
-        "--schema",
-        &sample("clicks.json"),
-        "--output-dir",
-        dir.path().to_str().unwrap(),
-    ]);
+    let plugin = guest_path("clicks-enrich");
+    let out = run_on_sample(&plugin, dir.path(), &["--schema", &sample("clicks.json")]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("output:"), "{stdout}");
@@ -128,25 +128,15 @@ fn table_output_shows_outputs_and_the_plugin_log() {
 #[test]
 fn a_failing_plugin_exits_non_zero_with_the_error_and_no_backtrace() {
     let dir = tempfile::tempdir().unwrap();
-    let plugin = guest_path("hostile-panic").display().to_string();
-    let out =
-        weir(&["run-plugin", &plugin, "-i", &sample("clicks.jsonl"), "--output-dir", dir.path().to_str().unwrap()]);
+    let plugin = guest_path("hostile-panic");
+    let out = run_on_sample(&plugin, dir.path(), &[]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("error: the plugin panicked: cannot handle a batch of 1 slots (at "), "{stderr}");
     assert!(!stderr.contains("stack backtrace"), "{stderr}");
     assert!(!dir.path().join("clicks.parquet").exists());
 
-    let json = weir(&[
-        "run-plugin",
-        &plugin,
-        "-i",
-        &sample("clicks.jsonl"),
-        "--output-dir",
-        dir.path().to_str().unwrap(),
-        "--output",
-        "json",
-    ]);
+    let json = run_on_sample(&plugin, dir.path(), &["--output", "json"]);
     assert_eq!(json.status.code(), Some(1));
     let report: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert!(report["error"].as_str().unwrap().starts_with("the plugin panicked: "), "{report}");
@@ -156,17 +146,8 @@ fn a_failing_plugin_exits_non_zero_with_the_error_and_no_backtrace() {
 #[test]
 fn limits_are_flags() {
     let dir = tempfile::tempdir().unwrap();
-    let plugin = guest_path("hostile-infinite-loop").display().to_string();
-    let out = weir(&[
-        "run-plugin",
-        &plugin,
-        "-i",
-        &sample("clicks.jsonl"),
-        "--output-dir",
-        dir.path().to_str().unwrap(),
-        "--deadline",
-        "150ms",
-    ]);
+    let plugin = guest_path("hostile-infinite-loop");
+    let out = run_on_sample(&plugin, dir.path(), &["--deadline", "150ms"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("error: the plugin exceeded its 150 ms CPU deadline and was stopped"),
@@ -174,17 +155,8 @@ fn limits_are_flags() {
         text(&out.stderr)
     );
 
-    let plugin = guest_path("hostile-memory-bomb").display().to_string();
-    let out = weir(&[
-        "run-plugin",
-        &plugin,
-        "-i",
-        &sample("clicks.jsonl"),
-        "--output-dir",
-        dir.path().to_str().unwrap(),
-        "--memory-limit",
-        "32MiB",
-    ]);
+    let plugin = guest_path("hostile-memory-bomb");
+    let out = run_on_sample(&plugin, dir.path(), &["--memory-limit", "32MiB"]);
     assert!(
         text(&out.stderr).contains("error: the plugin exceeded its 32 MiB memory limit and was stopped"),
         "{}",
@@ -220,14 +192,7 @@ fn a_file_that_is_not_a_plugin_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let fake = dir.path().join("plugin.wasm");
     std::fs::write(&fake, b"not wasm at all").unwrap();
-    let out = weir(&[
-        "run-plugin",
-        fake.to_str().unwrap(),
-        "-i",
-        &sample("clicks.jsonl"),
-        "--output-dir",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = run_on_sample(&fake, dir.path(), &[]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
     assert!(stderr.contains("loading plugin") && stderr.contains("is not a WebAssembly component"), "{stderr}");

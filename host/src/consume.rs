@@ -89,28 +89,18 @@ pub fn subscribe(
     publisher: &str,
     topic: &str,
 ) -> KafkaResult<(WorkerConsumer, mpsc::UnboundedReceiver<Assignment>)> {
+    let reset = match reset {
+        OffsetReset::Earliest => "earliest",
+        OffsetReset::Latest => "latest",
+    };
     let mut config = ClientConfig::new();
+    config.set("group.id", group_id).set("auto.offset.reset", reset);
+    // The connection's settings (its pass-through map included) come next and may override those two...
     for (k, v) in connection.client_config() {
         config.set(k, v);
     }
-    config
-        .set("group.id", group_id)
-        // Offsets are ours: the catalog's first, the group's only so lag tools see progress.
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set(
-            "auto.offset.reset",
-            match reset {
-                OffsetReset::Earliest => "earliest",
-                OffsetReset::Latest => "latest",
-            },
-        );
-    // Client settings from the connection win over our defaults above only for keys we do not set.
-    for (k, v) in &connection.client_settings {
-        if !matches!(k.as_str(), "enable.auto.commit" | "enable.auto.offset.store") {
-            config.set(k, v);
-        }
-    }
+    // ...but offsets are ours: the catalog's first, the group's only so lag tools see progress.
+    config.set("enable.auto.commit", "false").set("enable.auto.offset.store", "false");
     let (tx, rx) = mpsc::unbounded_channel();
     let context = WorkerContext { catalog, publisher: publisher.to_string(), topic: topic.to_string(), events: tx };
     let consumer: WorkerConsumer = config.create_with_context(context)?;

@@ -186,23 +186,12 @@ pub enum OffsetReset {
 }
 
 /// `src_cfg`, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SourceConfig {
     pub time_rollover_seconds: u64,
-    pub size_rollover_mb: Option<f64Bits>,
+    pub size_rollover_mb: Option<f64>,
     pub messages_rollover: Option<u64>,
     pub auto_offset_reset: OffsetReset,
-}
-
-/// An `f64` compared by bits, so configs stay `Eq`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(non_camel_case_types)]
-pub struct f64Bits(u64);
-
-impl f64Bits {
-    pub fn get(self) -> f64 {
-        f64::from_bits(self.0)
-    }
 }
 
 impl SourceConfig {
@@ -222,7 +211,7 @@ impl SourceConfig {
         let size = match src_cfg.get("kafka.size_rollover_mb") {
             None => None,
             Some(v) => match number(v) {
-                Some(mb) if mb > 0.0 && mb.is_finite() => Some(f64Bits(mb.to_bits())),
+                Some(mb) if mb > 0.0 && mb.is_finite() => Some(mb),
                 _ => return Err(SourceError::BadSize(v.to_string())),
             },
         };
@@ -247,7 +236,7 @@ impl SourceConfig {
         let seconds = self.time_rollover_seconds.min(flush_interval_mins.saturating_mul(60));
         Rollover {
             time: Duration::from_secs(seconds),
-            size_bytes: self.size_rollover_mb.map(|mb| (mb.get() * 1024.0 * 1024.0).ceil() as u64),
+            size_bytes: self.size_rollover_mb.map(|mb| (mb * 1024.0 * 1024.0).ceil() as u64),
             messages: self.messages_rollover,
         }
     }
