@@ -18,6 +18,9 @@ use serde::Serialize;
 
 use crate::decode::DeadLetter;
 
+mod control;
+pub use control::{Collection, PluginModule, PublisherRecord, Quotas, Tenant, scope};
+
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
     #[error("catalog database: {0}")]
@@ -36,6 +39,8 @@ pub enum CatalogError {
         "partition {partition} of `{topic}`: the batch starts at offset {first}, but everything before {next} is already committed"
     )]
     OverlapsCommitted { topic: String, partition: i32, first: i64, next: i64 },
+    #[error("{0} already exists")]
+    Exists(String),
 }
 
 /// The offsets of one partition a batch covers.
@@ -92,6 +97,16 @@ pub struct TableVersion {
     pub files: Vec<String>,
     pub execution: i64,
     pub created_at_ms: i64,
+}
+
+/// A table and how far it has come.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableSummary {
+    pub name: String,
+    pub versions: i64,
+    pub latest_version: Option<i64>,
+    pub rows: u64,
+    pub updated_at_ms: Option<i64>,
 }
 
 /// A dead letter kept in the catalog (when the source has no dead-letter topic).
@@ -174,6 +189,8 @@ const MIGRATIONS: &[&str] = &[
         execution_id INTEGER NOT NULL,
         PRIMARY KEY (publisher, topic, partition, offset)
      );",
+    // 2: the control plane's tenants, collections, plugins and publishers.
+    control::MIGRATION,
 ];
 
 pub struct Catalog {
@@ -350,13 +367,27 @@ impl Catalog {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// A publisher's executions, oldest first.
     pub fn executions(&self, publisher: &str) -> Result<Vec<Execution>, CatalogError> {
+        self.query_executions("publisher = ?1 ORDER BY id", params![publisher])
+    }
+
+    /// A publisher's latest `limit` executions, newest first.
+    pub fn recent_executions(&self, publisher: &str, limit: u32) -> Result<Vec<Execution>, CatalogError> {
+        self.query_executions("publisher = ?1 ORDER BY id DESC LIMIT ?2", params![publisher, limit])
+    }
+
+    pub fn execution(&self, id: i64) -> Result<Option<Execution>, CatalogError> {
+        Ok(self.query_executions("id = ?1", [id])?.pop())
+    }
+
+    fn query_executions(&self, filter: &str, args: impl rusqlite::Params) -> Result<Vec<Execution>, CatalogError> {
         let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
+        let mut stmt = conn.prepare_cached(&format!(
             "SELECT id, publisher, status, rollover_reason, rows_in, rows_out, dead_letters, offsets, table_version,
-                    started_at_ms, timings, plugin_log, error FROM executions WHERE publisher = ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([publisher], |r| {
+                    started_at_ms, timings, plugin_log, error FROM executions WHERE {filter}"
+        ))?;
+        let rows = stmt.query_map(args, |r| {
             let offsets: String = r.get(7)?;
             let timings: String = r.get(10)?;
             let log: String = r.get(11)?;
@@ -374,6 +405,26 @@ impl Catalog {
                 timings_ms: serde_json::from_str(&timings).unwrap_or_default(),
                 plugin_log: serde_json::from_str(&log).unwrap_or_default(),
                 error: r.get(12)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The tables of a collection key.
+    pub fn tables(&self, collection: &str) -> Result<Vec<TableSummary>, CatalogError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT t.name, COUNT(v.version), MAX(v.version), COALESCE(SUM(v.rows), 0), MAX(v.created_at_ms)
+             FROM tables t LEFT JOIN table_versions v ON v.table_id = t.id WHERE t.collection = ?1
+             GROUP BY t.id ORDER BY t.name",
+        )?;
+        let rows = stmt.query_map([collection], |r| {
+            Ok(TableSummary {
+                name: r.get(0)?,
+                versions: r.get(1)?,
+                latest_version: r.get(2)?,
+                rows: r.get::<_, i64>(3)? as u64,
+                updated_at_ms: r.get(4)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

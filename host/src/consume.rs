@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
@@ -122,4 +123,58 @@ pub fn to_raw(message: &BorrowedMessage<'_>) -> RawMessage {
         payload: message.payload().map(<[u8]>::to_vec),
         headers,
     }
+}
+
+/// What a connection check found.
+#[derive(Debug, Clone)]
+pub struct BrokerCheck {
+    pub brokers: usize,
+    /// The topic's partitions with their low and high watermarks, when a topic was asked for.
+    pub partitions: Option<Vec<Watermarks>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Watermarks {
+    pub partition: i32,
+    pub low: i64,
+    pub high: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error(
+        "cannot reach the Kafka brokers at {servers}: {detail}. Check bootstrap_servers, the credentials and TLS settings, and that the brokers are up"
+    )]
+    Unreachable { servers: String, detail: String },
+    #[error("topic `{topic}` does not exist on the brokers at {servers}: create it first, or correct the topic name")]
+    NoTopic { topic: String, servers: String },
+    #[error("the connection's client settings are invalid: {0}")]
+    Config(String),
+}
+
+/// Checks that the brokers answer and, with a topic, that it exists and how
+/// far each of its partitions reaches. Blocking; never creates the topic.
+pub fn check(connection: &KafkaConnection, topic: Option<&str>, timeout: Duration) -> Result<BrokerCheck, CheckError> {
+    let mut config = ClientConfig::new();
+    for (k, v) in connection.client_config() {
+        config.set(k, v);
+    }
+    config.set("allow.auto.create.topics", "false");
+    let consumer: BaseConsumer = config.create().map_err(|e| CheckError::Config(e.to_string()))?;
+    let servers = connection.bootstrap_servers.clone();
+    let unreachable =
+        |e: rdkafka::error::KafkaError| CheckError::Unreachable { servers: servers.clone(), detail: e.to_string() };
+    let metadata = consumer.fetch_metadata(topic, timeout).map_err(unreachable)?;
+    let brokers = metadata.brokers().len();
+    let Some(topic) = topic else { return Ok(BrokerCheck { brokers, partitions: None }) };
+    let found =
+        metadata.topics().iter().find(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty());
+    let Some(found) = found else { return Err(CheckError::NoTopic { topic: topic.into(), servers }) };
+    let mut partitions = Vec::with_capacity(found.partitions().len());
+    for p in found.partitions() {
+        let (low, high) = consumer.fetch_watermarks(topic, p.id(), timeout).map_err(unreachable)?;
+        partitions.push(Watermarks { partition: p.id(), low, high });
+    }
+    partitions.sort_by_key(|w| w.partition);
+    Ok(BrokerCheck { brokers, partitions: Some(partitions) })
 }

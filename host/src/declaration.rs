@@ -86,8 +86,9 @@ impl Declaration {
         toml::from_str(text).map_err(|e| DeclarationError::Toml(e.message().to_string()))
     }
 
-    /// Checks every value; `base_dir` resolves a schema given as a relative path.
-    pub fn resolve(self, base_dir: &Path) -> Result<Resolved, DeclarationError> {
+    /// Checks every value; `base_dir` resolves a schema given as a relative
+    /// path (`None`: the schema must be inline).
+    pub fn resolve(self, base_dir: Option<&Path>) -> Result<Resolved, DeclarationError> {
         if self.trigger.is_some() {
             return Err(DeclarationError::Trigger);
         }
@@ -130,7 +131,7 @@ mod tests {
     const SCHEMA: &str = r#"schema = '{"type":"object","properties":{"id":{"type":"integer"}}}'"#;
 
     fn resolve(text: &str) -> Result<Resolved, DeclarationError> {
-        Declaration::parse(text)?.resolve(Path::new("."))
+        Declaration::parse(text)?.resolve(Some(Path::new(".")))
     }
 
     fn declaration(top: &str, kafka: &str) -> String {

@@ -17,6 +17,7 @@ pub mod dead_letters;
 pub mod declaration;
 pub mod decode;
 pub mod embedded_broker;
+pub mod files;
 pub mod frames;
 pub mod input;
 pub mod plugin;

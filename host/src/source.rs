@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::datatypes::Schema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::schema;
 
 /// A `kafka-topic-in` connection: how to reach the brokers.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaConnection {
     /// `host:port[,host:port...]`.
@@ -29,7 +29,7 @@ pub struct KafkaConnection {
     pub client_settings: BTreeMap<String, String>,
 }
 
-#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct SaslCredentials {
     pub mechanism: SaslMechanism,
@@ -47,7 +47,7 @@ impl std::fmt::Debug for SaslCredentials {
     }
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub enum SaslMechanism {
     #[serde(rename = "PLAIN")]
     Plain,
@@ -67,7 +67,7 @@ impl SaslMechanism {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Tls {
     /// PEM file of the CA that signed the brokers' certificates.
@@ -78,6 +78,27 @@ pub struct Tls {
 }
 
 impl KafkaConnection {
+    /// What may be shown of the connection: everything but secrets (the SASL
+    /// password, and pass-through settings whose names say they hold one).
+    pub fn redacted(&self) -> serde_json::Value {
+        let secret = |key: &str| ["password", "secret", "token", "key.pem"].iter().any(|s| key.contains(s));
+        let settings: BTreeMap<&str, &str> = self
+            .client_settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), if secret(k) { "(secret)" } else { v.as_str() }))
+            .collect();
+        serde_json::json!({
+            "kind": "kafka-topic-in",
+            "bootstrap_servers": self.bootstrap_servers,
+            "credentials": self.credentials.as_ref().map(|c| serde_json::json!({
+                "mechanism": c.mechanism.as_str(), "username": c.username, "password": "(secret)",
+            })),
+            "tls": self.tls,
+            "group_id": self.group_id,
+            "client_settings": settings,
+        })
+    }
+
     /// The librdkafka settings for this connection.
     pub fn client_config(&self) -> BTreeMap<String, String> {
         let mut config = BTreeMap::new();
@@ -114,7 +135,7 @@ impl KafkaConnection {
 }
 
 /// How messages are encoded.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum DataFormat {
     Json,
@@ -275,11 +296,18 @@ pub struct KafkaSource {
     pub dead_letter_topic: Option<String>,
 }
 
-/// Reads a schema given as a path to a JSON Schema file, or inline as the document itself.
-pub fn load_schema(spec: &str, base_dir: &Path) -> Result<Arc<Schema>, SourceError> {
+/// Reads a schema given inline as the document itself, or as a path to a JSON
+/// Schema file relative to `base_dir` (`None`: only inline schemas, as on a
+/// server, which never reads files a declaration names).
+pub fn load_schema(spec: &str, base_dir: Option<&Path>) -> Result<Arc<Schema>, SourceError> {
     let text = if spec.trim_start().starts_with('{') {
         spec.to_string()
     } else {
+        let Some(base_dir) = base_dir else {
+            return Err(SourceError::Schema(format!(
+                "must be given inline here, not as the path {spec:?} (`weir publisher register` inlines a schema file for you)"
+            )));
+        };
         let path = base_dir.join(spec);
         std::fs::read_to_string(&path)
             .map_err(|e| SourceError::Schema(format!("file {} cannot be read: {e}", path.display())))?

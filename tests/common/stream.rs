@@ -69,7 +69,7 @@ impl Harness {
             source: KafkaSource {
                 topic: "clicks".into(),
                 data_format: DataFormat::Json,
-                schema: load_schema(&schema, self.dir.path()).expect("schema"),
+                schema: load_schema(&schema, None).expect("schema"),
                 config: SourceConfig::parse(&src_cfg).expect("src_cfg"),
                 dead_letter_topic: dead_letter_topic.map(str::to_string),
             },
@@ -92,22 +92,7 @@ impl Harness {
 
     /// Produces JSON values to `topic` (keyed, so they spread over partitions), waiting for acknowledgement.
     pub async fn produce(&self, topic: &str, values: &[String]) {
-        let producer = producer(self.broker.bootstrap_servers());
-        let mut deliveries = Vec::new();
-        for (i, value) in values.iter().enumerate() {
-            let key = format!("key-{i}");
-            let headers = OwnedHeaders::new().insert(Header { key: "source", value: Some(b"test".as_slice()) });
-            deliveries.push(
-                producer
-                    .send_result(FutureRecord::to(topic).key(&key).payload(value).headers(headers))
-                    .map_err(|(e, _)| e)
-                    .expect("enqueue"),
-            );
-        }
-        for d in deliveries {
-            d.await.expect("delivery").map_err(|(e, _)| e).expect("acknowledged");
-        }
-        producer.flush(Duration::from_secs(10)).expect("flush");
+        produce(self.broker.bootstrap_servers(), topic, values).await
     }
 
     /// Every committed row's `event_id`, read back from the parquet files of every version.
@@ -125,6 +110,26 @@ impl Harness {
         }
         ids
     }
+}
+
+/// Produces JSON values to `topic` (keyed, so they spread over partitions), waiting for acknowledgement.
+pub async fn produce(bootstrap: &str, topic: &str, values: &[String]) {
+    let producer = producer(bootstrap);
+    let mut deliveries = Vec::new();
+    for (i, value) in values.iter().enumerate() {
+        let key = format!("key-{i}");
+        let headers = OwnedHeaders::new().insert(Header { key: "source", value: Some(b"test".as_slice()) });
+        deliveries.push(
+            producer
+                .send_result(FutureRecord::to(topic).key(&key).payload(value).headers(headers))
+                .map_err(|(e, _)| e)
+                .expect("enqueue"),
+        );
+    }
+    for d in deliveries {
+        d.await.expect("delivery").map_err(|(e, _)| e).expect("acknowledged");
+    }
+    producer.flush(Duration::from_secs(10)).expect("flush");
 }
 
 pub fn producer(bootstrap: &str) -> FutureProducer {

@@ -86,7 +86,7 @@ async fn demo(args: Args) -> anyhow::Result<()> {
         source: KafkaSource {
             topic: args.topic.clone(),
             data_format: DataFormat::Json,
-            schema: load_schema(CLICKS_SCHEMA, &data_dir)?,
+            schema: load_schema(CLICKS_SCHEMA, None)?,
             config: SourceConfig::parse(&src_cfg)?,
             dead_letter_topic: None,
         },

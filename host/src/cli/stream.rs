@@ -81,7 +81,7 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("reading {}", args.declaration.display()))?;
     let base = args.declaration.parent().map(PathBuf::from).unwrap_or_default();
     let resolved = Declaration::parse(&text)
-        .and_then(|d| d.resolve(&base))
+        .and_then(|d| d.resolve(Some(&base)))
         .with_context(|| format!("publisher declaration {}", args.declaration.display()))?;
 
     let credentials = match (args.sasl_mechanism.as_deref(), args.sasl_username, args.sasl_password) {

@@ -4,9 +4,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::Context as _;
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -93,14 +91,7 @@ impl ArtifactCache {
     }
 
     fn store(&self, path: &Path, component: &Component) -> anyhow::Result<()> {
-        std::fs::create_dir_all(&self.dir).with_context(|| format!("creating {}", self.dir.display()))?;
         let bytes = component.serialize().map_err(anyhow::Error::from)?;
-        // Write then rename, so a crash never leaves a half-written artifact under the real name.
-        // A name of its own per writer: two threads or processes may compile the same plugin at once.
-        static WRITES: AtomicU64 = AtomicU64::new(0);
-        let tmp = path.with_extension(format!("tmp.{}.{}", std::process::id(), WRITES.fetch_add(1, Ordering::Relaxed)));
-        std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
-        Ok(())
+        crate::files::write_atomically(path, &bytes, false)
     }
 }
