@@ -8,6 +8,10 @@
 //! together); `worker` runs them in that order. `frames` is the Arrow IPC form
 //! tables take across the plugin boundary; `input` reads local table files for
 //! `weir run-plugin`; `schema` turns JSON Schema into Arrow.
+//!
+//! The control plane sits on top: `serve` (`weir serve`: the HTTP API,
+//! tenants, the workers of every registered publisher, metrics) uses the
+//! catalog, the workers and the runtime; `tables` reads committed versions.
 
 pub mod buffer;
 pub mod catalog;
@@ -22,6 +26,8 @@ pub mod frames;
 pub mod input;
 pub mod plugin;
 pub mod schema;
+pub mod serve;
 pub mod source;
 pub mod stage;
+pub mod tables;
 pub mod worker;

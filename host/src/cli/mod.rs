@@ -1,8 +1,15 @@
 //! The `weir` command line.
 
+mod client;
+mod collection;
+mod connection;
 mod demo;
+mod publisher;
 mod run_plugin;
+mod serve;
 mod stream;
+mod table;
+mod tenant;
 mod units;
 
 use std::process::ExitCode;
@@ -29,6 +36,22 @@ enum Command {
     RunPlugin(run_plugin::Args),
     /// Run one stream publisher from its declaration until SIGINT/SIGTERM.
     Stream(stream::Args),
+    /// Run the server: the HTTP API and the stream workers of every registered publisher.
+    Serve(serve::Args),
+    /// Tenants and their tokens (with the admin token).
+    Tenant(tenant::Args),
+    /// Collections and their Kafka connection.
+    Collection(collection::Args),
+    /// Check or set a collection's Kafka connection.
+    Connection(collection::ConnectionCommand),
+    /// Upload and list plugins (WebAssembly components).
+    Plugin(publisher::PluginArgs),
+    /// Register stream publishers; see their status; pause, resume, delete them.
+    Publisher(publisher::Args),
+    /// Committed tables: list, schema, versions, sample, export.
+    Table(table::Args),
+    /// Executions (one per batch): list, show with the plugin's log.
+    Execution(table::ExecutionArgs),
 }
 
 /// How results are printed.
@@ -46,5 +69,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo::run(args),
         Command::RunPlugin(args) => run_plugin::run(args),
         Command::Stream(args) => stream::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Tenant(args) => tenant::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Collection(args) => collection::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Connection(args) => collection::run_connection(args).map(|()| ExitCode::SUCCESS),
+        Command::Plugin(args) => publisher::run_plugin(args).map(|()| ExitCode::SUCCESS),
+        Command::Publisher(args) => publisher::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Table(args) => table::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Execution(args) => table::run_execution(args).map(|()| ExitCode::SUCCESS),
     }
 }

@@ -14,9 +14,9 @@ use weir::buffer::MemoryBudget;
 use weir::catalog::Catalog;
 use weir::declaration::Declaration;
 use weir::plugin::{Limits, Runtime, RuntimeConfig};
-use weir::source::{KafkaConnection, SaslCredentials, SaslMechanism, Tls};
 use weir::worker::{self, Node, StreamPublisher, WorkerExit, WorkerOptions};
 
+use super::connection::ConnectionArgs;
 use super::units::{parse_duration, parse_size};
 
 #[derive(Debug, clap::Args)]
@@ -32,31 +32,8 @@ pub struct Args {
     /// Where the catalog and the table files live.
     #[arg(long, default_value = "weir-data", env = "WEIR_DATA_DIR")]
     data_dir: PathBuf,
-    /// The Kafka brokers, `host:port[,host:port]`.
-    #[arg(long, env = "WEIR_BOOTSTRAP_SERVERS")]
-    bootstrap_servers: String,
-    /// SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
-    #[arg(long, env = "WEIR_SASL_MECHANISM", requires = "sasl_username")]
-    sasl_mechanism: Option<String>,
-    #[arg(long, env = "WEIR_SASL_USERNAME", requires = "sasl_password")]
-    sasl_username: Option<String>,
-    #[arg(long, env = "WEIR_SASL_PASSWORD", hide_env_values = true)]
-    sasl_password: Option<String>,
-    /// TLS to the brokers: the CA that signed their certificates (PEM).
-    #[arg(long, env = "WEIR_TLS_CA_FILE")]
-    tls_ca_file: Option<String>,
-    /// A client certificate (PEM), for mutual TLS.
-    #[arg(long, env = "WEIR_TLS_CERT_FILE", requires = "tls_key_file")]
-    tls_cert_file: Option<String>,
-    /// The client certificate's key (PEM).
-    #[arg(long, env = "WEIR_TLS_KEY_FILE", hide_env_values = true)]
-    tls_key_file: Option<String>,
-    /// The consumer group [default: weir.<collection>.<publisher>].
-    #[arg(long, env = "WEIR_GROUP_ID")]
-    group_id: Option<String>,
-    /// A librdkafka client setting, passed through (repeatable).
-    #[arg(long = "client-setting", value_name = "KEY=VALUE")]
-    client_settings: Vec<String>,
+    #[command(flatten)]
+    connection: ConnectionArgs,
     /// Linear memory the plugin may use per batch.
     #[arg(long, default_value = "256MiB", value_parser = parse_size)]
     memory_limit: u64,
@@ -84,39 +61,7 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
         .and_then(|d| d.resolve(Some(&base)))
         .with_context(|| format!("publisher declaration {}", args.declaration.display()))?;
 
-    let credentials = match (args.sasl_mechanism.as_deref(), args.sasl_username, args.sasl_password) {
-        (Some(m), Some(username), Some(password)) => {
-            let mechanism = match m {
-                "PLAIN" => SaslMechanism::Plain,
-                "SCRAM-SHA-256" => SaslMechanism::ScramSha256,
-                "SCRAM-SHA-512" => SaslMechanism::ScramSha512,
-                other => anyhow::bail!("--sasl-mechanism {other:?}: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
-            };
-            Some(SaslCredentials { mechanism, username, password })
-        }
-        _ => None,
-    };
-    let client_settings = args
-        .client_settings
-        .iter()
-        .map(|kv| {
-            kv.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .with_context(|| format!("--client-setting {kv:?}: write KEY=VALUE"))
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let tls = (args.tls_ca_file.is_some() || args.tls_cert_file.is_some()).then_some(Tls {
-        ca_file: args.tls_ca_file,
-        cert_file: args.tls_cert_file,
-        key_file: args.tls_key_file,
-    });
-    let connection = KafkaConnection {
-        bootstrap_servers: args.bootstrap_servers,
-        credentials,
-        tls,
-        group_id: args.group_id,
-        client_settings,
-    };
+    let connection = args.connection.required()?;
 
     let runtime = Arc::new(Runtime::new(RuntimeConfig {
         cache_dir: Some(args.data_dir.join("artifacts")),

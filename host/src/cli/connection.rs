@@ -1,0 +1,92 @@
+//! The `kafka-topic-in` connection as command-line flags, shared by
+//! `weir stream`, `weir collection create` and `weir connection set`.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+use weir::source::{KafkaConnection, SaslCredentials, SaslMechanism, Tls};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConnectionArgs {
+    /// The Kafka brokers, `host:port[,host:port]`.
+    #[arg(long, env = "WEIR_BOOTSTRAP_SERVERS")]
+    bootstrap_servers: Option<String>,
+    /// SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[arg(long, env = "WEIR_SASL_MECHANISM", requires = "sasl_username")]
+    sasl_mechanism: Option<String>,
+    #[arg(long, env = "WEIR_SASL_USERNAME", requires = "sasl_password")]
+    sasl_username: Option<String>,
+    #[arg(long, env = "WEIR_SASL_PASSWORD", hide_env_values = true)]
+    sasl_password: Option<String>,
+    /// TLS to the brokers: the CA that signed their certificates (PEM).
+    #[arg(long, env = "WEIR_TLS_CA_FILE")]
+    tls_ca_file: Option<String>,
+    /// A client certificate (PEM), for mutual TLS.
+    #[arg(long, env = "WEIR_TLS_CERT_FILE", requires = "tls_key_file")]
+    tls_cert_file: Option<String>,
+    /// The client certificate's key (PEM).
+    #[arg(long, env = "WEIR_TLS_KEY_FILE", hide_env_values = true)]
+    tls_key_file: Option<String>,
+    /// The consumer group [default: weir.<collection>.<publisher>].
+    #[arg(long, env = "WEIR_GROUP_ID")]
+    group_id: Option<String>,
+    /// A librdkafka client setting, passed through (repeatable).
+    #[arg(long = "client-setting", value_name = "KEY=VALUE")]
+    client_settings: Vec<String>,
+    /// The whole connection from a TOML file (`bootstrap_servers`, `[credentials]`, `[tls]`, `group_id`, `[client_settings]`).
+    #[arg(long, conflicts_with_all = ["bootstrap_servers", "sasl_mechanism", "tls_ca_file", "group_id", "client_settings"])]
+    connection_file: Option<PathBuf>,
+}
+
+impl ConnectionArgs {
+    /// The connection the flags describe; `None` when none was given.
+    pub fn connection(&self) -> anyhow::Result<Option<KafkaConnection>> {
+        if let Some(path) = &self.connection_file {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let connection = toml::from_str(&text).with_context(|| format!("connection file {}", path.display()))?;
+            return Ok(Some(connection));
+        }
+        let Some(bootstrap_servers) = self.bootstrap_servers.clone() else { return Ok(None) };
+        let credentials = match (self.sasl_mechanism.as_deref(), &self.sasl_username, &self.sasl_password) {
+            (Some(m), Some(username), Some(password)) => {
+                let mechanism = match m {
+                    "PLAIN" => SaslMechanism::Plain,
+                    "SCRAM-SHA-256" => SaslMechanism::ScramSha256,
+                    "SCRAM-SHA-512" => SaslMechanism::ScramSha512,
+                    other => anyhow::bail!("--sasl-mechanism {other:?}: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+                };
+                Some(SaslCredentials { mechanism, username: username.clone(), password: password.clone() })
+            }
+            _ => None,
+        };
+        let client_settings = self
+            .client_settings
+            .iter()
+            .map(|kv| {
+                kv.split_once('=')
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .with_context(|| format!("--client-setting {kv:?}: write KEY=VALUE"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let tls = (self.tls_ca_file.is_some() || self.tls_cert_file.is_some()).then(|| Tls {
+            ca_file: self.tls_ca_file.clone(),
+            cert_file: self.tls_cert_file.clone(),
+            key_file: self.tls_key_file.clone(),
+        });
+        Ok(Some(KafkaConnection {
+            bootstrap_servers,
+            credentials,
+            tls,
+            group_id: self.group_id.clone(),
+            client_settings,
+        }))
+    }
+
+    /// The connection, required.
+    pub fn required(&self) -> anyhow::Result<KafkaConnection> {
+        self.connection()?.context(
+            "no connection given: pass --bootstrap-servers HOST:PORT (or WEIR_BOOTSTRAP_SERVERS), or --connection-file",
+        )
+    }
+}

@@ -1,0 +1,205 @@
+//! `weir plugin` and `weir publisher`: upload modules, register stream
+//! publishers and watch them run.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+
+use super::client::{Client, ServerArgs, address, cell, time};
+
+#[derive(Debug, clap::Args)]
+pub struct PluginArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    #[command(subcommand)]
+    command: PluginCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum PluginCommand {
+    /// Upload a plugin (a WebAssembly component); prints its sha256.
+    Push {
+        file: PathBuf,
+    },
+    List,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Register a stream publisher from its declaration (TOML) and plugin.
+    Register {
+        collection: String,
+        declaration: PathBuf,
+        #[arg(long)]
+        plugin: PathBuf,
+        /// Replace the publisher of the same name.
+        #[arg(long)]
+        update: bool,
+    },
+    /// List the publishers (of one collection, or all).
+    List {
+        collection: Option<String>,
+    },
+    /// What a publisher reads, where it writes, how it runs: `events/read_clicks`.
+    Status {
+        publisher: String,
+    },
+    /// Stop consuming (the open batch is committed first); `resume` continues where it stopped.
+    Pause {
+        publisher: String,
+    },
+    Resume {
+        publisher: String,
+    },
+    /// Delete a publisher; its table stays.
+    Delete {
+        publisher: String,
+    },
+}
+
+fn push(client: &Client, file: &Path) -> anyhow::Result<Value> {
+    let bytes = std::fs::read(file).with_context(|| format!("reading plugin {}", file.display()))?;
+    client
+        .post_bytes("/v1/plugins", &bytes, "application/wasm")
+        .with_context(|| format!("uploading {}", file.display()))
+}
+
+/// The declaration with its schema inline: a schema path is read relative to the declaration.
+fn inline_schema(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut doc: toml::Table = match toml::from_str(&text) {
+        Ok(doc) => doc,
+        Err(_) => return Ok(text), // the server says what is wrong with it
+    };
+    let schema = doc.get_mut("source").and_then(|s| s.get_mut("kafka")).and_then(|k| k.get_mut("schema"));
+    if let Some(toml::Value::String(spec)) = schema
+        && !spec.trim_start().starts_with('{')
+    {
+        let file = path.parent().unwrap_or(Path::new(".")).join(&*spec);
+        *spec = std::fs::read_to_string(&file).with_context(|| format!("reading the schema {}", file.display()))?;
+        return Ok(toml::to_string(&doc)?);
+    }
+    Ok(text)
+}
+
+pub fn run_plugin(args: PluginArgs) -> anyhow::Result<()> {
+    let client = Client::new(&args.server);
+    match args.command {
+        PluginCommand::Push { file } => {
+            let answer = push(&client, &file)?;
+            client.print(&answer, |a| {
+                let how = if a["new"] == json!(true) { "uploaded" } else { "already uploaded" };
+                println!("{} {how} ({} bytes)", cell(&a["sha256"]), cell(&a["size"]));
+            });
+        }
+        PluginCommand::List => {
+            client.print_list(&client.get("/v1/plugins")?, &[("plugin", "sha256"), ("bytes", "size")]);
+        }
+    }
+    Ok(())
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let client = Client::new(&args.server);
+    match args.command {
+        Command::Register { collection, declaration, plugin, update } => {
+            let text = inline_schema(&declaration)?;
+            let pushed = push(&client, &plugin)?;
+            let body = json!({ "declaration": text, "plugin": pushed["sha256"], "update": update });
+            let answer = client.post(&format!("/v1/collections/{collection}/publishers"), &body)?;
+            client.print(&answer, |a| println!("{}", cell(&a["message"])));
+        }
+        Command::List { collection } => {
+            let path = match &collection {
+                Some(c) => format!("/v1/collections/{c}/publishers"),
+                None => "/v1/publishers".into(),
+            };
+            let columns = [
+                ("collection", "collection"),
+                ("publisher", "name"),
+                ("topic", "topic"),
+                ("table", "output_table"),
+                ("state", "state"),
+            ];
+            client.print_list(&client.get(&path)?, &columns);
+        }
+        Command::Status { publisher } => {
+            let (c, p) = address(&publisher, "publisher")?;
+            let answer = client.get(&format!("/v1/collections/{c}/publishers/{p}"))?;
+            client.print(&answer, print_status);
+        }
+        Command::Pause { publisher } => {
+            let (c, p) = address(&publisher, "publisher")?;
+            let answer = client.post(&format!("/v1/collections/{c}/publishers/{p}/pause"), &json!({}))?;
+            client.print(&answer, |_| println!("{publisher} paused"));
+        }
+        Command::Resume { publisher } => {
+            let (c, p) = address(&publisher, "publisher")?;
+            let answer = client.post(&format!("/v1/collections/{c}/publishers/{p}/resume"), &json!({}))?;
+            client.print(&answer, |a| println!("{publisher} {}", cell(&a["state"])));
+        }
+        Command::Delete { publisher } => {
+            let (c, p) = address(&publisher, "publisher")?;
+            let answer = client.delete(&format!("/v1/collections/{c}/publishers/{p}"))?;
+            client.print(&answer, |_| println!("{publisher} deleted; its table stays"));
+        }
+    }
+    Ok(())
+}
+
+fn print_status(s: &Value) {
+    let worker = &s["worker"];
+    let state = match worker["state"].as_str() {
+        Some("consuming") => format!("consuming (partitions {})", cell(&worker["partitions"])),
+        Some("failed") => format!("failed: {}", cell(&worker["error"])),
+        other => other.unwrap_or("-").to_string(),
+    };
+    let size = s["size_rollover_bytes"].as_u64().map_or("-".into(), |b| format!("{} MiB", b >> 20));
+    println!("publisher      {}/{}", cell(&s["collection"]), cell(&s["name"]));
+    println!("topic          {} ({})", cell(&s["topic"]), cell(&s["data_format"]));
+    if !s["dead_letter_topic"].is_null() {
+        println!("dead letters   {}", cell(&s["dead_letter_topic"]));
+    }
+    println!("output table   {}", cell(&s["output_table"]));
+    println!("plugin         {}", cell(&s["plugin"]));
+    println!(
+        "flush ceiling  {} s (flush_interval_mins = {})",
+        cell(&s["flush_ceiling_seconds"]),
+        cell(&s["flush_interval_mins"])
+    );
+    println!("time window    {} s", cell(&s["time_window_seconds"]));
+    println!("size / count   {size} / {} messages", cell(&s["messages_rollover"]));
+    println!("worker         {state}");
+    match s["lag"].as_i64() {
+        Some(lag) => println!("lag            {lag} messages"),
+        None => println!("lag            unknown: {}", cell(&s["lag_error"])),
+    }
+    let last = &s["last_batch"];
+    if last.is_null() {
+        println!("last batch     none yet");
+    } else {
+        let version = last["table_version"].as_i64().map_or("no new version".into(), |v| format!("version {v}"));
+        println!(
+            "last batch     #{} {} ({}) at {}: {} rows in, {} out, {} dead letters, {version}",
+            cell(&last["id"]),
+            cell(&last["status"]),
+            cell(&last["rollover_reason"]),
+            time(&last["started_at_ms"]),
+            cell(&last["rows_in"]),
+            cell(&last["rows_out"]),
+            cell(&last["dead_letters"]),
+        );
+        if !last["error"].is_null() {
+            println!("               {}", cell(&last["error"]));
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! `weir serve`: the HTTP API and the stream workers of every registered publisher.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use weir::serve::{ServeConfig, serve};
+use weir::worker::WorkerOptions;
+
+use super::units::{parse_duration, parse_size};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Where the catalog, the table files and the uploaded modules live.
+    #[arg(long, default_value = "weir-data", env = "WEIR_DATA_DIR")]
+    data_dir: PathBuf,
+    /// The address to listen on (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:7878", env = "WEIR_LISTEN")]
+    listen: SocketAddr,
+    /// The admin token [default: generated at first start and shown once].
+    #[arg(long, env = "WEIR_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Bytes all workers may buffer before the largest batch closes early.
+    #[arg(long, default_value = "1GiB", value_parser = parse_size, env = "WEIR_MEMORY_BUDGET")]
+    memory_budget: u64,
+    /// The largest module anyone may upload.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    max_module_size: u64,
+    /// How long a shutdown may spend committing each publisher's open batch.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    shutdown_deadline: Duration,
+    /// How often consumer lag is measured for /metrics.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    lag_interval: Duration,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let config = ServeConfig {
+        admin_token: args.admin_token,
+        memory_budget: args.memory_budget,
+        max_module_bytes: args.max_module_size,
+        lag_interval: args.lag_interval,
+        worker: WorkerOptions { shutdown_deadline: args.shutdown_deadline, ..WorkerOptions::default() },
+        ..ServeConfig::new(args.data_dir, args.listen)
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(serve(config))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,212 @@
+//! `weir table` and `weir execution`: what the publishers committed.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::client::{Client, ServerArgs, address, cell, print_rows, time};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    server: ServerArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// The tables of a collection.
+    List { collection: String },
+    /// A table's columns: `events/clicks`.
+    Schema {
+        table: String,
+        #[arg(long)]
+        version: Option<i64>,
+    },
+    /// A table's committed versions.
+    Versions { table: String },
+    /// The first rows of a table (as of a version; default the latest).
+    Sample {
+        table: String,
+        #[arg(long)]
+        version: Option<i64>,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
+    /// Download a table (as of a version) as one parquet file.
+    Export {
+        table: String,
+        #[arg(long)]
+        version: Option<i64>,
+        /// Where to write it [default: <table>.parquet].
+        #[arg(long, short = 'o')]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExecutionArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    #[command(subcommand)]
+    command: ExecutionCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ExecutionCommand {
+    /// A publisher's latest executions: `events/read_clicks`.
+    List {
+        publisher: String,
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// One execution, with the plugin's log.
+    Show { id: i64 },
+}
+
+fn version_query(version: Option<i64>) -> String {
+    version.map_or(String::new(), |v| format!("version={v}&"))
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let client = Client::new(&args.server);
+    match args.command {
+        Command::List { collection } => {
+            let answer = client.get(&format!("/v1/collections/{collection}/tables"))?;
+            let columns = [("table", "name"), ("versions", "versions"), ("latest", "latest_version"), ("rows", "rows")];
+            client.print_list(&answer, &columns);
+        }
+        Command::Schema { table, version } => {
+            let (c, t) = address(&table, "table")?;
+            let answer = client.get(&format!("/v1/collections/{c}/tables/{t}/schema?{}", version_query(version)))?;
+            client.print(&answer, |a| {
+                let rows = a["columns"].as_array().into_iter().flatten().map(|col| {
+                    vec![
+                        cell(&col["name"]),
+                        cell(&col["type"]),
+                        if col["nullable"] == true { "yes".into() } else { "no".into() },
+                    ]
+                });
+                print_rows(&["column", "type", "nullable"], rows);
+            });
+        }
+        Command::Versions { table } => {
+            let (c, t) = address(&table, "table")?;
+            let answer = client.get(&format!("/v1/collections/{c}/tables/{t}/versions"))?;
+            client.print(&answer, |a| {
+                let rows = a.as_array().into_iter().flatten().map(|v| {
+                    vec![cell(&v["version"]), cell(&v["rows"]), cell(&v["execution"]), time(&v["created_at_ms"])]
+                });
+                print_rows(&["version", "rows", "execution", "committed"], rows);
+            });
+        }
+        Command::Sample { table, version, limit } => {
+            let (c, t) = address(&table, "table")?;
+            let path = format!("/v1/collections/{c}/tables/{t}/sample?{}limit={limit}", version_query(version));
+            let answer = client.get(&path)?;
+            client.print(&answer, print_sample);
+        }
+        Command::Export { table, version, out } => {
+            let (c, t) = address(&table, "table")?;
+            let out = out.unwrap_or_else(|| PathBuf::from(format!("{t}.parquet")));
+            let bytes =
+                client.download(&format!("/v1/collections/{c}/tables/{t}/export?{}", version_query(version)), &out)?;
+            println!("{table} written to {} ({bytes} bytes)", out.display());
+        }
+    }
+    Ok(())
+}
+
+fn print_sample(a: &Value) {
+    let rows = a["rows"].as_array().map(Vec::as_slice).unwrap_or_default();
+    println!(
+        "{} version {} ({} rows; showing {})",
+        cell(&a["table"]),
+        cell(&a["version"]),
+        cell(&a["rows_in_version"]),
+        rows.len()
+    );
+    let Some(first) = rows.first().and_then(Value::as_object) else { return };
+    let columns: Vec<&str> = first.keys().map(String::as_str).collect();
+    print_rows(&columns, rows.iter().map(|r| columns.iter().map(|c| cell(&r[*c])).collect()));
+}
+
+pub fn run_execution(args: ExecutionArgs) -> anyhow::Result<()> {
+    let client = Client::new(&args.server);
+    match args.command {
+        ExecutionCommand::List { publisher, limit } => {
+            let (c, p) = address(&publisher, "publisher")?;
+            let answer = client.get(&format!("/v1/collections/{c}/publishers/{p}/executions?limit={limit}"))?;
+            client.print(&answer, |a| {
+                let rows = a.as_array().into_iter().flatten().map(|e| {
+                    vec![
+                        cell(&e["id"]),
+                        cell(&e["status"]),
+                        cell(&e["rollover_reason"]),
+                        cell(&e["rows_in"]),
+                        cell(&e["rows_out"]),
+                        cell(&e["dead_letters"]),
+                        cell(&e["table_version"]),
+                        time(&e["started_at_ms"]),
+                    ]
+                });
+                print_rows(
+                    &["execution", "status", "reason", "rows in", "rows out", "dead letters", "version", "started"],
+                    rows,
+                );
+            });
+        }
+        ExecutionCommand::Show { id } => {
+            let answer = client.get(&format!("/v1/executions/{id}"))?;
+            client.print(&answer, print_execution);
+        }
+    }
+    Ok(())
+}
+
+fn print_execution(e: &Value) {
+    println!("execution     {} of {}", cell(&e["id"]), cell(&e["publisher"]));
+    println!("status        {} (closed by {})", cell(&e["status"]), cell(&e["rollover_reason"]));
+    println!("started       {}", time(&e["started_at_ms"]));
+    println!(
+        "rows          {} in, {} out, {} dead letters",
+        cell(&e["rows_in"]),
+        cell(&e["rows_out"]),
+        cell(&e["dead_letters"])
+    );
+    println!("version       {}", cell(&e["table_version"]));
+    let offsets: Vec<String> = e["offsets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| format!("p{} {}..{}", cell(&r["partition"]), cell(&r["first"]), cell(&r["last"])))
+        .collect();
+    println!("offsets       {}", offsets.join(", "));
+    let t = &e["timings_ms"];
+    let ms = |v: &Value| v.as_f64().map_or("-".into(), |ms| format!("{ms:.1}"));
+    println!(
+        "timings (ms)  decode {}, stage {}, publish {}, commit {}",
+        ms(&t["decode"]),
+        ms(&t["stage"]),
+        ms(&t["publish"]),
+        ms(&t["commit"])
+    );
+    if !e["error"].is_null() {
+        println!("error         {}", cell(&e["error"]));
+    }
+    let lines = e["plugin_log"]["lines"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if lines.is_empty() {
+        println!("plugin log    (empty)");
+    } else {
+        println!("plugin log:");
+        for line in lines {
+            println!(
+                "  {:<5} {:<6} {}",
+                cell(&line["level"]).to_lowercase(),
+                cell(&line["source"]).to_lowercase(),
+                cell(&line["message"])
+            );
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! The HTTP API's routes. Every body is JSON except module uploads (the
+//! component's bytes) and table exports (parquet).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use serde::de::DeserializeOwned;
+
+use super::auth::Admin;
+use super::error::{ApiError, ApiResult};
+use super::{App, collections, plugins, publishers, tables, tenants};
+
+pub fn router(app: Arc<App>) -> Router {
+    let c = "/v1/collections/{collection}";
+    let p = "/v1/collections/{collection}/publishers/{publisher}";
+    let t = "/v1/collections/{collection}/tables/{table}";
+    Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .route("/v1/tenants", post(tenants::create).get(tenants::list))
+        .route("/v1/tenants/{tenant}/tokens", post(tenants::new_token))
+        .route("/v1/collections", post(collections::create).get(collections::list))
+        .route(c, get(collections::show).delete(collections::delete))
+        .route(&format!("{c}/connection"), axum::routing::put(collections::set_connection))
+        .route(&format!("{c}/connection/check"), post(collections::check))
+        .route(
+            "/v1/plugins",
+            post(plugins::upload)
+                .get(plugins::list)
+                .layer(DefaultBodyLimit::max(app.config.max_module_bytes as usize + 1)),
+        )
+        .route("/v1/publishers", get(publishers::list_all))
+        .route(&format!("{c}/publishers"), post(publishers::register).get(publishers::list))
+        .route(p, get(publishers::status).delete(publishers::delete))
+        .route(&format!("{p}/pause"), post(publishers::pause))
+        .route(&format!("{p}/resume"), post(publishers::resume))
+        .route(&format!("{p}/executions"), get(publishers::executions))
+        .route("/v1/executions/{id}", get(publishers::execution))
+        .route(&format!("{c}/tables"), get(tables::list))
+        .route(&format!("{t}/schema"), get(tables::schema))
+        .route(&format!("{t}/versions"), get(tables::versions))
+        .route(&format!("{t}/sample"), get(tables::sample))
+        .route(&format!("{t}/export"), get(tables::export))
+        .fallback(|| async { ApiError::not_found("no such endpoint: see the README's API section") })
+        .with_state(app)
+}
+
+async fn health(State(app): State<Arc<App>>) -> impl IntoResponse {
+    let publishers: serde_json::Map<String, serde_json::Value> =
+        app.supervisor.counts().into_iter().map(|(state, n)| (state.to_string(), n.into())).collect();
+    axum::Json(serde_json::json!({ "status": "ok", "publishers": publishers }))
+}
+
+async fn metrics(_: Admin, State(app): State<Arc<App>>) -> impl IntoResponse {
+    let text = app.supervisor.metrics().render(&app.supervisor.counts());
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text)
+}
+
+/// Parses a JSON request body, saying what is wrong with it.
+pub fn body<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the request body is not valid: {e}")))
+}
+
+/// Tenant, collection and table names: a letter, then letters, digits, `_` or `-`.
+pub fn check_name(kind: &str, name: &str) -> ApiResult<()> {
+    let mut chars = name.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && name.len() <= 64;
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(format!(
+            "{kind} name {name:?} is invalid: use up to 64 letters, digits, `_` or `-`, starting with a letter"
+        )))
+    }
+}

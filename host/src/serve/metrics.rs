@@ -1,0 +1,140 @@
+//! Prometheus metrics of the stream workers, fed from their events.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::worker::WorkerEvent;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PublisherLabels {
+    pub tenant: String,
+    pub collection: String,
+    pub publisher: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    tenant: String,
+    collection: String,
+    publisher: String,
+    reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PartitionLabels {
+    tenant: String,
+    collection: String,
+    publisher: String,
+    partition: i32,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    batches_closed: Family<ReasonLabels, Counter>,
+    batches_committed: Family<PublisherLabels, Counter>,
+    rows_committed: Family<PublisherLabels, Counter>,
+    dead_letters: Family<PublisherLabels, Counter>,
+    plugin_seconds: Family<PublisherLabels, Counter<f64, AtomicU64>>,
+    attempts_failed: Family<PublisherLabels, Counter>,
+    publishers_failed: Family<PublisherLabels, Counter>,
+    consumer_lag: Family<PartitionLabels, Gauge>,
+    publishers: Family<StateLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("weir");
+        let m = Self {
+            batches_closed: Family::default(),
+            batches_committed: Family::default(),
+            rows_committed: Family::default(),
+            dead_letters: Family::default(),
+            plugin_seconds: Family::default(),
+            attempts_failed: Family::default(),
+            publishers_failed: Family::default(),
+            consumer_lag: Family::default(),
+            publishers: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register("batches_closed", "Batches closed, by rollover reason", m.batches_closed.clone());
+        registry.register("batches_committed", "Batches committed as table versions", m.batches_committed.clone());
+        registry.register("rows_committed", "Rows committed to the output table", m.rows_committed.clone());
+        registry.register("dead_letters", "Messages that failed to decode", m.dead_letters.clone());
+        registry.register("plugin_seconds", "Time spent in the publisher plugin", m.plugin_seconds.clone());
+        registry.register("batch_attempts_failed", "Failed attempts at a batch (retried)", m.attempts_failed.clone());
+        registry.register(
+            "publisher_failures",
+            "Publishers that gave up after their retries",
+            m.publishers_failed.clone(),
+        );
+        registry.register("consumer_lag", "Messages on the topic not yet committed", m.consumer_lag.clone());
+        registry.register("publishers", "Publishers by worker state", m.publishers.clone());
+        Self { registry, ..m }
+    }
+}
+
+impl Metrics {
+    pub fn observe(&self, labels: &PublisherLabels, event: &WorkerEvent) {
+        match event {
+            WorkerEvent::Closed { reason, .. } => {
+                let l = labels.clone();
+                let reason = reason.as_str().to_string();
+                self.batches_closed
+                    .get_or_create(&ReasonLabels {
+                        tenant: l.tenant,
+                        collection: l.collection,
+                        publisher: l.publisher,
+                        reason,
+                    })
+                    .inc();
+            }
+            WorkerEvent::Committed(e) => {
+                self.batches_committed.get_or_create(labels).inc();
+                self.rows_committed.get_or_create(labels).inc_by(e.rows_out);
+                self.dead_letters.get_or_create(labels).inc_by(e.dead_letters);
+                self.plugin_seconds.get_or_create(labels).inc_by(e.timings_ms.publish / 1000.0);
+            }
+            WorkerEvent::AttemptFailed { .. } => {
+                self.attempts_failed.get_or_create(labels).inc();
+            }
+            WorkerEvent::Assigned(_) | WorkerEvent::Revoked(_) | WorkerEvent::Dropped { .. } => {}
+        }
+    }
+
+    pub fn publisher_failed(&self, labels: &PublisherLabels) {
+        self.publishers_failed.get_or_create(labels).inc();
+    }
+
+    pub fn set_lag(&self, labels: &PublisherLabels, partition: i32, lag: i64) {
+        let l = labels.clone();
+        self.consumer_lag
+            .get_or_create(&PartitionLabels {
+                tenant: l.tenant,
+                collection: l.collection,
+                publisher: l.publisher,
+                partition,
+            })
+            .set(lag);
+    }
+
+    /// Renders the metrics, with the publishers counted by `states`.
+    pub fn render(&self, states: &[(&str, i64)]) -> String {
+        self.publishers.clear();
+        for (state, n) in states {
+            self.publishers.get_or_create(&StateLabels { state: state.to_string() }).set(*n);
+        }
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");
+        text
+    }
+}

@@ -1,0 +1,125 @@
+//! `weir serve`: the HTTP API and the stream workers of every registered
+//! publisher, on one data directory (SQLite catalog, parquet files, uploaded
+//! modules). Workers start on boot and resume from the catalog's offsets.
+
+mod api;
+mod auth;
+mod collections;
+mod error;
+mod metrics;
+mod plugins;
+mod publishers;
+mod supervisor;
+mod tables;
+mod tenants;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::buffer::MemoryBudget;
+use crate::catalog::Catalog;
+use crate::plugin::{Runtime, RuntimeConfig};
+use crate::worker::{Node, WorkerOptions};
+pub use auth::{new_token, token_sha256};
+use metrics::Metrics;
+use supervisor::Supervisor;
+
+/// How a server runs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// The admin token; when unset, one is generated at first start and shown once.
+    pub admin_token: Option<String>,
+    /// Bytes all workers may buffer before the largest batch closes early.
+    pub memory_budget: u64,
+    /// The largest module any tenant may upload (a tenant's quota may be lower).
+    pub max_module_bytes: u64,
+    /// How long the connection check at registration waits for the brokers.
+    pub check_timeout: Duration,
+    /// How often consumer lag is measured for the metrics.
+    pub lag_interval: Duration,
+    pub worker: WorkerOptions,
+}
+
+impl ServeConfig {
+    pub fn new(data_dir: PathBuf, listen: SocketAddr) -> Self {
+        Self {
+            data_dir,
+            listen,
+            admin_token: None,
+            memory_budget: 1 << 30,
+            max_module_bytes: 64 << 20,
+            check_timeout: Duration::from_secs(10),
+            lag_interval: Duration::from_secs(15),
+            worker: WorkerOptions::default(),
+        }
+    }
+}
+
+/// What every request handler shares.
+pub struct App {
+    pub catalog: Arc<Catalog>,
+    pub runtime: Arc<Runtime>,
+    pub supervisor: Supervisor,
+    pub admin_token_sha256: String,
+    pub config: ServeConfig,
+}
+
+const ADMIN_TOKEN_SETTING: &str = "admin_token_sha256";
+
+/// Runs the server until SIGINT/SIGTERM; then every worker commits its open
+/// batch (within the shutdown deadline) before the process exits.
+pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
+    let catalog = Arc::new(Catalog::open(&config.data_dir)?);
+    let admin_token_sha256 = match &config.admin_token {
+        Some(token) => token_sha256(token),
+        None => match catalog.setting(ADMIN_TOKEN_SETTING)? {
+            Some(sha) => sha,
+            None => {
+                let token = new_token();
+                let sha = token_sha256(&token);
+                catalog.set_setting(ADMIN_TOKEN_SETTING, &sha)?;
+                println!("admin token (shown once, keep it safe; it creates tenants): {token}");
+                sha
+            }
+        },
+    };
+    let runtime = Arc::new(Runtime::new(RuntimeConfig {
+        cache_dir: Some(config.data_dir.join("artifacts")),
+        max_module_bytes: config.max_module_bytes as usize,
+        ..RuntimeConfig::default()
+    })?);
+    let node = Node {
+        catalog: catalog.clone(),
+        runtime: runtime.clone(),
+        budget: Arc::new(MemoryBudget::new(config.memory_budget)),
+    };
+    let supervisor = Supervisor::new(node, config.worker.clone(), Arc::new(Metrics::default()));
+    let app = Arc::new(App { catalog, runtime, supervisor, admin_token_sha256, config: config.clone() });
+
+    publishers::start_all(&app).await;
+    tokio::spawn(publishers::refresh_lag(app.clone()));
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("listening on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    println!("weir serve listening on http://{addr} (data in {})", config.data_dir.display());
+    axum::serve(listener, api::router(app.clone())).with_graceful_shutdown(shutdown_signal()).await?;
+    tracing::info!("shutting down: committing the open batches");
+    app.supervisor.stop_all().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

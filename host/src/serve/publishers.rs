@@ -1,0 +1,403 @@
+//! Stream publishers: registration (every check the seed names, each a 4xx
+//! that says what to do), status, pause/resume/delete, executions; and the
+//! workers they run as.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::App;
+use super::api::body;
+use super::auth::Caller;
+use super::collections::{self, check_broker};
+use super::error::{ApiError, ApiResult};
+use super::metrics::PublisherLabels;
+use super::plugins;
+use super::supervisor::WorkerState;
+use crate::catalog::{Catalog, Collection, Execution, PublisherRecord, Tenant};
+use crate::consume::{self, CheckError};
+use crate::declaration::{Declaration, Resolved};
+use crate::plugin::{Limits, Plugin};
+use crate::source::KafkaConnection;
+use crate::worker::{StreamPublisher, table_name_for_topic};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Registration {
+    /// The declaration (TOML), with its schema inline.
+    declaration: String,
+    /// The plugin's digest, `sha256:<hex>`, as `POST /v1/plugins` answered.
+    plugin: String,
+    /// Replace a publisher of the same name.
+    #[serde(default)]
+    update: bool,
+}
+
+fn resolve(declaration: &str) -> ApiResult<Resolved> {
+    Declaration::parse(declaration)
+        .and_then(|d| d.resolve(None))
+        .map_err(|e| ApiError::invalid(format!("the publisher declaration is not valid: {e}")))
+}
+
+fn labels(record: &PublisherRecord) -> PublisherLabels {
+    PublisherLabels {
+        tenant: record.collection.tenant.clone(),
+        collection: record.collection.name.clone(),
+        publisher: record.name.clone(),
+    }
+}
+
+fn limits(tenant: &Tenant) -> Limits {
+    Limits {
+        memory_bytes: tenant.quotas.memory_limit_bytes,
+        deadline: Duration::from_millis(tenant.quotas.deadline_ms),
+        ..Limits::default()
+    }
+}
+
+fn stream_publisher(
+    tenant: &Tenant,
+    collection: &Collection,
+    connection: KafkaConnection,
+    resolved: Resolved,
+    plugin: Plugin,
+) -> StreamPublisher {
+    StreamPublisher {
+        collection: collection.scope(),
+        name: resolved.name,
+        connection,
+        source: resolved.source,
+        flush_interval_mins: resolved.flush_interval_mins,
+        plugin,
+        limits: limits(tenant),
+    }
+}
+
+/// Builds a registered publisher's worker input (blocking: loads the plugin).
+fn build(app: &App, record: &PublisherRecord) -> anyhow::Result<StreamPublisher> {
+    let tenant = app.catalog.tenant(&record.collection.tenant)?.ok_or_else(|| anyhow::anyhow!("the tenant is gone"))?;
+    let connection = collections::connection(&record.collection).map_err(|e| anyhow::anyhow!(e.message))?.clone();
+    let resolved = resolve(&record.declaration).map_err(|e| anyhow::anyhow!(e.message))?;
+    let plugin = plugins::load(app, &record.plugin)?;
+    Ok(stream_publisher(&tenant, &record.collection, connection, resolved, plugin))
+}
+
+/// Starts a registered publisher's worker, or records why it cannot start.
+async fn start(app: &Arc<App>, record: &PublisherRecord) {
+    let (task_app, task_record) = (app.clone(), record.clone());
+    let built = tokio::task::spawn_blocking(move || build(&task_app, &task_record)).await;
+    match built {
+        Ok(Ok(publisher)) => app.supervisor.start(record.key(), labels(record), publisher),
+        Ok(Err(e)) => app.supervisor.failed(record.key(), labels(record), format!("{e:#}")),
+        Err(e) => app.supervisor.failed(record.key(), labels(record), e.to_string()),
+    }
+}
+
+/// Starts every registered publisher that is not paused (on boot).
+pub async fn start_all(app: &Arc<App>) {
+    let records = match app.catalog.all_publishers() {
+        Ok(records) => records,
+        Err(e) => {
+            tracing::error!(error = %e, "listing publishers on boot");
+            return;
+        }
+    };
+    for record in records.iter().filter(|r| !r.paused) {
+        start(app, record).await;
+    }
+    tracing::info!(publishers = records.len(), "publishers started");
+}
+
+/// Restarts a running publisher (after its connection changed).
+pub async fn restart(app: &Arc<App>, record: &PublisherRecord) {
+    app.supervisor.stop(&record.key()).await;
+    if let Some(fresh) = app.catalog.publisher(&record.collection, &record.name).ok().flatten() {
+        start(app, &fresh).await;
+    }
+}
+
+pub async fn register(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path(collection): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let req: Registration = body(&bytes)?;
+    let collection = collections::find(&app, &tenant, &collection)?;
+    let connection = collections::connection(&collection)?.clone();
+    let resolved = resolve(&req.declaration)?;
+    let name = resolved.name.clone();
+    let existing = app.catalog.publisher(&collection, &name)?;
+    if existing.is_some() && !req.update {
+        return Err(ApiError::conflict(format!(
+            "publisher `{}/{name}` already exists: pass --update (\"update\": true) to replace it",
+            collection.name
+        )));
+    }
+    if existing.is_none() {
+        let count = app.catalog.tenant_publishers(&tenant)?.len();
+        if count >= tenant.quotas.max_publishers as usize {
+            return Err(ApiError::forbidden(format!(
+                "tenant `{}` already has {count} publishers, its quota: delete one, or ask the admin for a higher max_publishers",
+                tenant.name
+            )));
+        }
+    }
+    let digest = if req.plugin.starts_with("sha256:") { req.plugin.clone() } else { format!("sha256:{}", req.plugin) };
+    if app.catalog.plugin(&tenant, &digest)?.is_none() {
+        return Err(ApiError::not_found(format!(
+            "plugin {digest} is not uploaded: push it first with `weir plugin push FILE.wasm`"
+        )));
+    }
+    let topic = resolved.source.topic.clone();
+    check_broker(&app, connection.clone(), Some(topic.clone())).await?;
+
+    let (task_app, task_digest) = (app.clone(), digest.clone());
+    let plugin = tokio::task::spawn_blocking(move || plugins::load(&task_app, &task_digest)).await??;
+    let publisher = stream_publisher(&tenant, &collection, connection, resolved, plugin);
+    if let Some(existing) = &existing {
+        app.supervisor.stop(&existing.key()).await;
+    }
+    app.catalog.put_publisher(&collection, &name, &req.declaration, &digest, req.update)?;
+    let record = app.catalog.publisher(&collection, &name)?.expect("just registered");
+    if record.paused {
+        tracing::info!(publisher = %record.key(), "updated while paused: stays paused");
+    } else {
+        app.supervisor.start(record.key(), labels(&record), publisher);
+    }
+    let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
+    let verb = if existing.is_some() { "updated" } else { "registered" };
+    Ok((
+        status,
+        Json(json!({
+            "message": format!(
+                "connection check passed and the topic exists; publisher {}/{name} {verb}, writing table {}/{}",
+                collection.name, collection.name, table_name_for_topic(&topic)
+            ),
+            "publisher": summary(&app, &record)?,
+        })),
+    ))
+}
+
+fn find(app: &App, tenant: &Tenant, collection: &str, name: &str) -> ApiResult<PublisherRecord> {
+    let collection = collections::find(app, tenant, collection)?;
+    app.catalog.publisher(&collection, name)?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "publisher `{}/{name}` does not exist: `weir publisher list {}` shows the registered ones",
+            collection.name, collection.name
+        ))
+    })
+}
+
+fn state(app: &App, record: &PublisherRecord) -> WorkerState {
+    if record.paused {
+        return WorkerState::Paused;
+    }
+    app.supervisor.state(&record.key()).unwrap_or(WorkerState::Failed { error: "not running on this node".into() })
+}
+
+fn summary(app: &App, record: &PublisherRecord) -> ApiResult<Value> {
+    let resolved = resolve(&record.declaration)?;
+    let state = state(app, record);
+    Ok(json!({
+        "collection": record.collection.name,
+        "name": record.name,
+        "topic": resolved.source.topic,
+        "output_table": format!("{}/{}", record.collection.name, table_name_for_topic(&resolved.source.topic)),
+        "plugin": record.plugin,
+        "state": state.name(),
+        "updated_at_ms": record.updated_at_ms,
+    }))
+}
+
+pub async fn list(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path(collection): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let collection = collections::find(&app, &tenant, &collection)?;
+    let records = app.catalog.publishers(&collection)?;
+    Ok(Json(json!(records.iter().map(|r| summary(&app, r)).collect::<ApiResult<Vec<_>>>()?)))
+}
+
+pub async fn list_all(Caller(tenant): Caller, State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
+    let records = app.catalog.tenant_publishers(&tenant)?;
+    Ok(Json(json!(records.iter().map(|r| summary(&app, r)).collect::<ApiResult<Vec<_>>>()?)))
+}
+
+/// How far behind one partition is.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionLag {
+    pub partition: i32,
+    /// The catalog's next offset (`None`: nothing committed yet).
+    pub committed: Option<i64>,
+    pub high_watermark: i64,
+    pub lag: i64,
+}
+
+/// Consumer lag: the topic's high watermarks against the catalog's offsets. Blocking.
+fn lag(
+    catalog: &Catalog,
+    connection: &KafkaConnection,
+    topic: &str,
+    key: &str,
+) -> Result<Vec<PartitionLag>, CheckError> {
+    let marks = consume::check(connection, Some(topic), Duration::from_secs(5))?.partitions.unwrap_or_default();
+    let committed = catalog.offsets(key, topic).unwrap_or_default();
+    Ok(marks
+        .iter()
+        .map(|m| {
+            let next = committed.get(&m.partition).copied();
+            PartitionLag {
+                partition: m.partition,
+                committed: next,
+                high_watermark: m.high,
+                lag: (m.high - next.unwrap_or(m.low)).max(0),
+            }
+        })
+        .collect())
+}
+
+/// Measures every running publisher's lag for the metrics, now and then.
+pub async fn refresh_lag(app: Arc<App>) {
+    let mut every = tokio::time::interval(app.config.lag_interval);
+    loop {
+        every.tick().await;
+        for (publisher, labels) in app.supervisor.running() {
+            let task_app = app.clone();
+            let measured = tokio::task::spawn_blocking(move || {
+                lag(&task_app.catalog, &publisher.connection, &publisher.source.topic, &publisher.id())
+            })
+            .await;
+            if let Ok(Ok(partitions)) = measured {
+                for p in partitions {
+                    app.supervisor.metrics().set_lag(&labels, p.partition, p.lag);
+                }
+            }
+        }
+    }
+}
+
+/// An execution as the tenant sees it: the publisher without the tenant prefix.
+fn execution_view(tenant: &Tenant, mut e: Execution) -> Execution {
+    if let Some(rest) = e.publisher.strip_prefix(&format!("{}/", tenant.name)) {
+        e.publisher = rest.to_string();
+    }
+    e
+}
+
+/// What the seed shows: topic, format, output table, flush ceiling, effective
+/// time window, worker state, lag, the last batch.
+pub async fn status(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let record = find(&app, &tenant, &collection, &name)?;
+    let resolved = resolve(&record.declaration)?;
+    let source = &resolved.source;
+    let rollover = source.config.rollover(resolved.flush_interval_mins);
+    let last = app.catalog.recent_executions(&record.key(), 1)?.pop().map(|e| execution_view(&tenant, e));
+    let lag = match record.collection.connection.clone() {
+        Some(connection) => {
+            let (task_app, topic, key) = (app.clone(), source.topic.clone(), record.key());
+            tokio::task::spawn_blocking(move || lag(&task_app.catalog, &connection, &topic, &key))
+                .await?
+                .map_err(|e| e.to_string())
+        }
+        None => Err("the collection has no connection".to_string()),
+    };
+    let (lag_total, lag_error) = match &lag {
+        Ok(partitions) => (Some(partitions.iter().map(|p| p.lag).sum::<i64>()), None),
+        Err(e) => (None, Some(e.clone())),
+    };
+    Ok(Json(json!({
+        "collection": record.collection.name,
+        "name": record.name,
+        "topic": source.topic,
+        "data_format": source.data_format,
+        "dead_letter_topic": source.dead_letter_topic,
+        "output_table": format!("{}/{}", record.collection.name, table_name_for_topic(&source.topic)),
+        "plugin": record.plugin,
+        "flush_interval_mins": resolved.flush_interval_mins,
+        "flush_ceiling_seconds": resolved.flush_interval_mins * 60,
+        "time_window_seconds": rollover.time.as_secs(),
+        "size_rollover_bytes": rollover.size_bytes,
+        "messages_rollover": rollover.messages,
+        "worker": state(&app, &record),
+        "lag": lag_total,
+        "lag_partitions": lag.as_ref().ok(),
+        "lag_error": lag_error,
+        "last_batch": last,
+    })))
+}
+
+pub async fn pause(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let record = find(&app, &tenant, &collection, &name)?;
+    app.catalog.set_paused(&record, true)?;
+    // Graceful: the open batch is committed within the shutdown deadline, or re-read on resume.
+    app.supervisor.stop(&record.key()).await;
+    Ok(Json(json!({ "publisher": format!("{collection}/{name}"), "state": "paused" })))
+}
+
+pub async fn resume(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let record = find(&app, &tenant, &collection, &name)?;
+    app.catalog.set_paused(&record, false)?;
+    app.supervisor.stop(&record.key()).await;
+    let record = find(&app, &tenant, &collection, &name)?;
+    start(&app, &record).await;
+    Ok(Json(json!({ "publisher": format!("{collection}/{name}"), "state": state(&app, &record).name() })))
+}
+
+pub async fn delete(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, name)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let record = find(&app, &tenant, &collection, &name)?;
+    app.supervisor.stop(&record.key()).await;
+    app.catalog.delete_publisher(&record)?;
+    Ok(Json(json!({ "deleted": format!("{collection}/{name}") })))
+}
+
+#[derive(Deserialize)]
+pub struct Limit {
+    limit: Option<u32>,
+}
+
+pub async fn executions(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, name)): Path<(String, String)>,
+    Query(q): Query<Limit>,
+) -> ApiResult<Json<Value>> {
+    let record = find(&app, &tenant, &collection, &name)?;
+    let list = app.catalog.recent_executions(&record.key(), q.limit.unwrap_or(20))?;
+    Ok(Json(json!(list.into_iter().map(|e| execution_view(&tenant, e)).collect::<Vec<_>>())))
+}
+
+pub async fn execution(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<Value>> {
+    let prefix = format!("{}/", tenant.name);
+    match app.catalog.execution(id)? {
+        Some(e) if e.publisher.starts_with(&prefix) => Ok(Json(json!(execution_view(&tenant, e)))),
+        _ => Err(ApiError::not_found(format!("execution {id} does not exist"))),
+    }
+}

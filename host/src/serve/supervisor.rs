@@ -1,0 +1,164 @@
+//! The stream workers of a `weir serve` node: one task per running
+//! publisher, its state as people see it, its events turned into metrics.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::metrics::{Metrics, PublisherLabels};
+use crate::worker::{self, Node, StreamPublisher, WorkerEvent, WorkerExit, WorkerOptions};
+
+/// What a publisher's worker is doing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum WorkerState {
+    /// Subscribed; `partitions` are the ones this node owns.
+    Consuming {
+        partitions: Vec<i32>,
+    },
+    Paused,
+    /// Stopped after its retries, or could not start; `resume` restarts it.
+    Failed {
+        error: String,
+    },
+}
+
+impl WorkerState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Consuming { .. } => "consuming",
+            Self::Paused => "paused",
+            Self::Failed { .. } => "failed",
+        }
+    }
+}
+
+struct Running {
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+    state: Arc<Mutex<WorkerState>>,
+    publisher: Option<StreamPublisher>,
+    labels: PublisherLabels,
+}
+
+pub struct Supervisor {
+    node: Node,
+    options: WorkerOptions,
+    metrics: Arc<Metrics>,
+    workers: Mutex<HashMap<String, Running>>,
+}
+
+impl Supervisor {
+    pub fn new(node: Node, options: WorkerOptions, metrics: Arc<Metrics>) -> Self {
+        Self { node, options, metrics, workers: Mutex::default() }
+    }
+
+    fn workers(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
+        self.workers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts `publisher`'s worker under `key` (the caller stops any earlier one first).
+    pub fn start(&self, key: String, labels: PublisherLabels, publisher: StreamPublisher) {
+        let state = Arc::new(Mutex::new(WorkerState::Consuming { partitions: vec![] }));
+        let (stop, shutdown) = watch::channel(false);
+        let (events_tx, mut events) = mpsc::unbounded_channel::<WorkerEvent>();
+        let (metrics, task_state, task_labels) = (self.metrics.clone(), state.clone(), labels.clone());
+        let watched = tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                metrics.observe(&task_labels, &event);
+                let mut state = task_state.lock().unwrap_or_else(|e| e.into_inner());
+                if let WorkerState::Consuming { partitions } = &mut *state {
+                    match &event {
+                        WorkerEvent::Assigned(p) => partitions.extend(p.keys()),
+                        WorkerEvent::Revoked(p) => partitions.retain(|x| !p.contains(x)),
+                        _ => {}
+                    }
+                    partitions.sort_unstable();
+                    partitions.dedup();
+                }
+            }
+        });
+        let run = worker::run(publisher.clone(), self.node.clone(), self.options.clone(), Some(events_tx), shutdown);
+        let (metrics, task_state, task_labels, task_key) =
+            (self.metrics.clone(), state.clone(), labels.clone(), key.clone());
+        let task = tokio::spawn(async move {
+            let exit = run.await;
+            let _ = watched.await;
+            let failed = match exit {
+                Ok(WorkerExit::Shutdown) => None,
+                Ok(WorkerExit::Failed(error)) => Some(error),
+                Err(error) => Some(format!("{error:#}")),
+            };
+            let mut state = task_state.lock().unwrap_or_else(|e| e.into_inner());
+            match failed {
+                Some(error) => {
+                    tracing::error!(publisher = %task_key, %error, "publisher failed");
+                    metrics.publisher_failed(&task_labels);
+                    *state = WorkerState::Failed { error };
+                }
+                None => *state = WorkerState::Paused,
+            }
+        });
+        let running = Running { stop, task: Some(task), state, publisher: Some(publisher), labels };
+        self.workers().insert(key, running);
+    }
+
+    /// Records a publisher that could not even start.
+    pub fn failed(&self, key: String, labels: PublisherLabels, error: String) {
+        tracing::error!(publisher = %key, %error, "publisher cannot start");
+        self.metrics.publisher_failed(&labels);
+        let (stop, _) = watch::channel(true);
+        let state = Arc::new(Mutex::new(WorkerState::Failed { error }));
+        self.workers().insert(key, Running { stop, task: None, state, publisher: None, labels });
+    }
+
+    /// Stops a worker gracefully (its open batch is committed within the
+    /// shutdown deadline) and forgets it.
+    pub async fn stop(&self, key: &str) {
+        let running = self.workers().remove(key);
+        if let Some(mut running) = running {
+            let _ = running.stop.send(true);
+            if let Some(task) = running.task.take() {
+                let _ = task.await;
+            }
+        }
+    }
+
+    pub async fn stop_all(&self) {
+        let keys: Vec<String> = self.workers().keys().cloned().collect();
+        futures::future::join_all(keys.iter().map(|k| self.stop(k))).await;
+    }
+
+    /// The worker's state; `None` when this node runs no worker for `key`.
+    pub fn state(&self, key: &str) -> Option<WorkerState> {
+        self.workers().get(key).map(|r| r.state.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+
+    /// How many workers are in each state.
+    pub fn counts(&self) -> Vec<(&'static str, i64)> {
+        let mut counts: HashMap<&'static str, i64> = HashMap::new();
+        for running in self.workers().values() {
+            *counts.entry(running.state.lock().unwrap_or_else(|e| e.into_inner()).name()).or_default() += 1;
+        }
+        let mut counts: Vec<_> = counts.into_iter().collect();
+        counts.sort();
+        counts
+    }
+
+    /// The running publishers, for the lag refresher.
+    pub fn running(&self) -> Vec<(StreamPublisher, PublisherLabels)> {
+        self.workers().values().filter_map(|r| Some((r.publisher.clone()?, r.labels.clone()))).collect()
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub fn shutdown_deadline(&self) -> Duration {
+        self.options.shutdown_deadline
+    }
+}

@@ -1,0 +1,126 @@
+//! Tables: list, schema, versions, a sample of rows, a parquet export.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::header;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::App;
+use super::auth::Caller;
+use super::collections;
+use super::error::{ApiError, ApiResult};
+use crate::catalog::Tenant;
+use crate::tables::{self, Snapshot, TableError};
+
+#[derive(Deserialize)]
+pub struct At {
+    version: Option<i64>,
+    limit: Option<usize>,
+}
+
+impl From<TableError> for ApiError {
+    fn from(e: TableError) -> Self {
+        match e {
+            TableError::Empty(_) | TableError::NoVersion { .. } => ApiError::not_found(e.to_string()),
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}
+
+/// The collection key of the tenant's collection, checking that `table` exists in it.
+fn locate(app: &App, tenant: &Tenant, collection: &str, table: &str) -> ApiResult<String> {
+    let scope = collections::find(app, tenant, collection)?.scope();
+    if !app.catalog.tables(&scope)?.iter().any(|t| t.name == table) {
+        return Err(ApiError::not_found(format!(
+            "table `{collection}/{table}` does not exist (yet): its publisher creates it with its first commit"
+        )));
+    }
+    Ok(scope)
+}
+
+async fn snapshot(
+    app: &Arc<App>,
+    tenant: &Tenant,
+    collection: &str,
+    table: &str,
+    version: Option<i64>,
+) -> ApiResult<Snapshot> {
+    let scope = locate(app, tenant, collection, table)?;
+    Ok(tables::snapshot(&app.catalog, &scope, table, version)?)
+}
+
+pub async fn list(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path(collection): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let scope = collections::find(&app, &tenant, &collection)?.scope();
+    Ok(Json(json!(app.catalog.tables(&scope)?)))
+}
+
+pub async fn versions(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, table)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let scope = locate(&app, &tenant, &collection, &table)?;
+    Ok(Json(json!(app.catalog.versions(&scope, &table)?)))
+}
+
+pub async fn schema(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, table)): Path<(String, String)>,
+    Query(at): Query<At>,
+) -> ApiResult<Json<Value>> {
+    let snapshot = snapshot(&app, &tenant, &collection, &table, at.version).await?;
+    let schema = tokio::task::spawn_blocking(move || tables::schema(&snapshot)).await??;
+    let columns: Vec<Value> = schema
+        .fields()
+        .iter()
+        .map(|f| json!({ "name": f.name(), "type": f.data_type().to_string(), "nullable": f.is_nullable() }))
+        .collect();
+    Ok(Json(json!({ "table": format!("{collection}/{table}"), "columns": columns })))
+}
+
+pub async fn sample(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, table)): Path<(String, String)>,
+    Query(at): Query<At>,
+) -> ApiResult<Json<Value>> {
+    let snapshot = snapshot(&app, &tenant, &collection, &table, at.version).await?;
+    let (version, total) = (snapshot.version, snapshot.rows);
+    let limit = at.limit.unwrap_or(10).min(10_000);
+    let rows = tokio::task::spawn_blocking(move || tables::sample(&snapshot, limit)).await??;
+    Ok(Json(
+        json!({ "table": format!("{collection}/{table}"), "version": version, "rows_in_version": total, "rows": rows }),
+    ))
+}
+
+pub async fn export(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, table)): Path<(String, String)>,
+    Query(at): Query<At>,
+) -> ApiResult<impl IntoResponse> {
+    let snapshot = snapshot(&app, &tenant, &collection, &table, at.version).await?;
+    let version = snapshot.version;
+    let bytes = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        tables::export(&snapshot, &mut out).map(|_| out)
+    })
+    .await??;
+    let disposition = format!("attachment; filename=\"{table}-v{version}.parquet\"");
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/vnd.apache.parquet".to_string()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        bytes,
+    ))
+}

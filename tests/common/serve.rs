@@ -1,0 +1,180 @@
+//! A real `weir serve` process on a loopback port (port 0), an embedded
+//! broker for it to read, and the `weir` CLI and plain HTTP to talk to it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use weir::embedded_broker::EmbeddedBroker;
+
+pub const ADMIN: &str = "admin-token-for-tests";
+
+pub struct Server {
+    child: Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts `weir serve` on `data_dir` and waits until it listens.
+    pub fn start(data_dir: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--lag-interval", "1s", "--shutdown-deadline", "10s"])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env("WEIR_ADMIN_TOKEN", ADMIN)
+            .env("RUST_LOG", "weir=warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("weir serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let url = loop {
+            let line = lines.next().expect("weir serve exited before listening").expect("stdout line");
+            if let Some(rest) = line.strip_prefix("weir serve listening on ") {
+                break rest.split_whitespace().next().expect("url").to_string();
+            }
+        };
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Self { child, url, data_dir: data_dir.to_path_buf() }
+    }
+
+    /// Sends SIGKILL: no graceful anything.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    pub fn stop(mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let status = self.child.wait().expect("wait");
+        assert!(status.success(), "weir serve exited with {status}");
+    }
+
+    /// Runs the `weir` CLI against this server.
+    pub fn cli(&self, token: &str, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(args)
+            .env("WEIR_SERVER", &self.url)
+            .env("WEIR_TOKEN", token)
+            .output()
+            .expect("weir")
+    }
+
+    /// Runs the CLI, expecting success; returns stdout.
+    pub fn cli_ok(&self, token: &str, args: &[&str]) -> String {
+        let out = self.cli(token, args);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "weir {args:?} failed\nstdout: {stdout}\nstderr: {stderr}");
+        stdout.into_owned()
+    }
+
+    /// Runs the CLI with `--output json`, expecting success.
+    pub fn cli_json(&self, token: &str, args: &[&str]) -> Value {
+        let mut args = args.to_vec();
+        args.extend(["--output", "json"]);
+        let out = self.cli_ok(token, &args);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("weir {args:?}: not JSON ({e}): {out}"))
+    }
+
+    /// A plain HTTP request; returns the status and the JSON answer (or `null`).
+    pub fn http(&self, method: &str, path: &str, token: Option<&str>, body: Option<Body>) -> (u16, Value) {
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let url = format!("{}{path}", self.url);
+        fn auth<B>(request: ureq::RequestBuilder<B>, token: Option<&str>) -> ureq::RequestBuilder<B> {
+            match token {
+                Some(t) => request.header("Authorization", format!("Bearer {t}")),
+                None => request,
+            }
+        }
+        let response = match (method, body) {
+            ("GET", None) => auth(agent.get(&url), token).call(),
+            ("DELETE", None) => auth(agent.delete(&url), token).call(),
+            ("POST", Some(Body::Json(v))) => auth(agent.post(&url), token).send_json(&v),
+            ("POST", Some(Body::Bytes(b))) => auth(agent.post(&url), token).send(&b[..]),
+            ("POST", None) => auth(agent.post(&url), token).send_empty(),
+            ("PUT", Some(Body::Json(v))) => auth(agent.put(&url), token).send_json(&v),
+            other => panic!("unsupported request {other:?}"),
+        };
+        let mut response = response.expect("HTTP request");
+        let status = response.status().as_u16();
+        let text = response.body_mut().with_config().limit(1 << 30).read_to_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// Creates a tenant with the admin token; returns its token.
+    pub fn tenant(&self, name: &str, quotas: Value) -> String {
+        let (status, answer) =
+            self.http("POST", "/v1/tenants", Some(ADMIN), Some(Body::Json(json!({"name": name, "quotas": quotas}))));
+        assert_eq!(status, 201, "{answer}");
+        answer["token"].as_str().expect("token").to_string()
+    }
+
+    /// Polls the table's versions until they hold `rows` rows.
+    pub fn wait_for_rows(&self, token: &str, collection: &str, table: &str, rows: u64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (status, versions) =
+                self.http("GET", &format!("/v1/collections/{collection}/tables/{table}/versions"), Some(token), None);
+            let committed: u64 = if status == 200 {
+                versions.as_array().unwrap().iter().map(|v| v["rows"].as_u64().unwrap()).sum()
+            } else {
+                0
+            };
+            if committed >= rows {
+                assert_eq!(committed, rows, "more rows than produced: {versions}");
+                return versions;
+            }
+            assert!(Instant::now() < deadline, "timed out with {committed} of {rows} rows in {collection}/{table}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Body {
+    Json(Value),
+    Bytes(Vec<u8>),
+}
+
+/// A broker with topic `clicks` (3 partitions).
+pub fn broker() -> EmbeddedBroker {
+    let broker = EmbeddedBroker::start(1).expect("embedded broker");
+    broker.create_topic("clicks", 3).expect("topic");
+    broker
+}
+
+/// The seed's declaration, with the schema as a file beside it; returns its path.
+pub fn declaration(dir: &Path, src_cfg: &str) -> PathBuf {
+    std::fs::write(dir.join("clicks.json"), super::stream::CLICKS_SCHEMA).unwrap();
+    let text = format!(
+        "name = \"read_clicks\"\nflush_interval_mins = 5\noutput_tables = [\"clicks\"]\n\n[source.kafka]\ntopic = \"clicks\"\ndata_format = \"json\"\nschema = \"clicks.json\"\n\n[source.kafka.src_cfg]\n{src_cfg}\n"
+    );
+    let path = dir.join("read_clicks.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Every `event_id` in a parquet file.
+pub fn event_ids(parquet: &Path) -> Vec<String> {
+    let frame = weir::input::read(parquet, None).expect("read parquet");
+    let mut ids = Vec::new();
+    for batch in frame.batches {
+        let col = batch.column_by_name("event_id").expect("event_id");
+        let col = col.as_any().downcast_ref::<arrow::array::StringArray>().expect("utf8");
+        ids.extend(col.iter().flatten().map(str::to_string));
+    }
+    ids
+}

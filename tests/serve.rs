@@ -1,0 +1,470 @@
+//! `weir serve` as its own process on a loopback port, driven through its
+//! HTTP API and the `weir` CLI, reading an embedded broker: the seed's whole
+//! conversation, every registration failure, uploads, tenants, restarts.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use common::serve::{ADMIN, Body, Server, broker, declaration, event_ids};
+use common::stream::{clicks, produce};
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
+fn plugin_path() -> String {
+    common::guest_path("read_clicks").display().to_string()
+}
+
+const QUICK: &str = "\"kafka.messages_rollover\" = 100\n\"kafka.time_rollover_seconds\" = 2";
+
+/// A tenant `acme` with collection `events` on `bootstrap` and the seed's publisher registered.
+fn registered(server: &Server, dir: &Path, bootstrap: &str) -> String {
+    let token = server.tenant("acme", json!({}));
+    server.cli_ok(&token, &["collection", "create", "events", "--bootstrap-servers", bootstrap]);
+    let decl = declaration(dir, QUICK);
+    server.cli_ok(&token, &["publisher", "register", "events", decl.to_str().unwrap(), "--plugin", &plugin_path()]);
+    token
+}
+
+fn poll<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn the_seed_scenario_through_the_cli() {
+    let broker = broker();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    let bootstrap = broker.bootstrap_servers();
+
+    let tenant = server.cli_json(ADMIN, &["tenant", "create", "acme"]);
+    let token = tenant["token"].as_str().unwrap().to_string();
+    assert!(server.cli_ok(ADMIN, &["tenant", "list"]).contains("acme"));
+
+    let out = server.cli_ok(&token, &["collection", "create", "events", "--bootstrap-servers", bootstrap]);
+    assert!(out.contains("collection   events (group sources)"), "{out}");
+    assert!(out.contains(&format!("kafka-topic-in {bootstrap}")), "{out}");
+    let out = server.cli_ok(&token, &["connection", "check", "events", "--topic", "clicks"]);
+    assert!(out.contains("connection check passed and the topic exists (1 brokers)"), "{out}");
+
+    let decl = declaration(dir.path(), QUICK);
+    let out =
+        server.cli_ok(&token, &["publisher", "register", "events", decl.to_str().unwrap(), "--plugin", &plugin_path()]);
+    assert!(
+        out.contains("connection check passed and the topic exists; publisher events/read_clicks registered, writing table events/clicks"),
+        "{out}"
+    );
+
+    let mut messages = clicks(0, 250);
+    messages.extend(["{\"event_id\": \"broken\"".to_string(), "[]".to_string(), "not json".to_string()]);
+    block_on(produce(bootstrap, "clicks", &messages));
+    server.wait_for_rows(&token, "events", "clicks", 250);
+
+    // The sample shows the rows.
+    let out = server.cli_ok(&token, &["table", "sample", "events/clicks", "--limit", "5"]);
+    assert!(out.contains("events/clicks version") && out.contains("EVENT_ID") && out.contains("evt-"), "{out}");
+    let sample = server.cli_json(&token, &["table", "sample", "events/clicks", "--limit", "5"]);
+    assert_eq!(sample["rows"].as_array().unwrap().len(), 5, "{sample}");
+    assert!(sample["rows"][0]["event_id"].as_str().unwrap().starts_with("evt-"));
+
+    // Status shows what the seed shows, and lag drains to zero (dead letters count as handled).
+    let status = poll("lag 0", || {
+        let s = server.cli_json(&token, &["publisher", "status", "events/read_clicks"]);
+        (s["lag"] == json!(0)).then_some(s)
+    });
+    assert_eq!(status["worker"]["state"], "consuming", "{status}");
+    let out = server.cli_ok(&token, &["publisher", "status", "events/read_clicks"]);
+    for expected in [
+        "topic          clicks (json)",
+        "output table   events/clicks",
+        "flush ceiling  300 s (flush_interval_mins = 5)",
+        "time window    2 s",
+        "worker         consuming (partitions 0, 1, 2)",
+        "lag            0 messages",
+        "last batch     #",
+    ] {
+        assert!(out.contains(expected), "missing {expected:?} in\n{out}");
+    }
+
+    // Executions, with the plugin's log; dead letters are counted.
+    let executions = server.cli_json(&token, &["execution", "list", "events/read_clicks"]);
+    let executions = executions.as_array().unwrap();
+    let dead: u64 = executions.iter().map(|e| e["dead_letters"].as_u64().unwrap()).sum();
+    assert_eq!(dead, 3, "{executions:?}");
+    let id = executions[0]["id"].as_i64().unwrap().to_string();
+    let shown = server.cli_json(&token, &["execution", "show", &id]);
+    assert_eq!(shown["publisher"], "events/read_clicks");
+    assert!(shown["plugin_log"]["lines"].is_array(), "{shown}");
+    let out = server.cli_ok(&token, &["execution", "show", &id]);
+    assert!(out.contains("plugin log") && out.contains("timings (ms)"), "{out}");
+
+    // Tables: list, schema, versions, export.
+    let tables = server.cli_json(&token, &["table", "list", "events"]);
+    assert_eq!(tables[0]["name"], "clicks");
+    assert_eq!(tables[0]["rows"], 250);
+    let out = server.cli_ok(&token, &["table", "schema", "events/clicks"]);
+    assert!(out.contains("event_id") && out.contains("_partition"), "{out}");
+    let versions = server.cli_json(&token, &["table", "versions", "events/clicks"]);
+    let first = versions[0]["version"].as_i64().unwrap().to_string();
+    let export = dir.path().join("clicks.parquet");
+    server.cli_ok(&token, &["table", "export", "events/clicks", "-o", export.to_str().unwrap()]);
+    let mut ids = event_ids(&export);
+    ids.sort();
+    let mut expected: Vec<String> = (0..250).map(|i| format!("evt-{i}")).collect();
+    expected.sort();
+    assert_eq!(ids, expected);
+    let old = dir.path().join("v1.parquet");
+    server.cli_ok(&token, &["table", "export", "events/clicks", "--version", &first, "-o", old.to_str().unwrap()]);
+    assert_eq!(event_ids(&old).len() as u64, versions[0]["rows"].as_u64().unwrap());
+
+    assert_eq!(server.cli_json(&token, &["plugin", "list"]).as_array().unwrap().len(), 1);
+    assert!(server.cli_ok(&token, &["publisher", "list"]).contains("read_clicks"));
+
+    // Pause: the worker stops; resume: it continues where it stopped.
+    server.cli_ok(&token, &["publisher", "pause", "events/read_clicks"]);
+    let status = server.cli_json(&token, &["publisher", "status", "events/read_clicks"]);
+    assert_eq!(status["worker"]["state"], "paused");
+    block_on(produce(bootstrap, "clicks", &clicks(250, 50)));
+    let out = server.cli_ok(&token, &["publisher", "resume", "events/read_clicks"]);
+    assert!(out.contains("consuming"), "{out}");
+    server.wait_for_rows(&token, "events", "clicks", 300);
+
+    // Health and metrics.
+    let (status, health) = server.http("GET", "/health", None, None);
+    assert_eq!((status, &health["status"]), (200, &json!("ok")));
+    let metrics = ureq_text(&server, "/metrics", ADMIN);
+    for name in [
+        "weir_batches_closed_total",
+        "weir_rows_committed_total",
+        "weir_dead_letters_total",
+        "weir_plugin_seconds_total",
+        "weir_consumer_lag",
+    ] {
+        assert!(metrics.contains(name), "missing {name} in\n{metrics}");
+    }
+    assert!(
+        metrics.contains(r#"weir_dead_letters_total{tenant="acme",collection="events",publisher="read_clicks"} 3"#),
+        "{metrics}"
+    );
+
+    // Deleting: a collection with publishers is refused; then the publisher, then the collection.
+    let out = server.cli(&token, &["collection", "delete", "events"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("collection `events` still has publishers: delete them first")
+    );
+    server.cli_ok(&token, &["publisher", "delete", "events/read_clicks"]);
+    let out = server.cli(&token, &["publisher", "status", "events/read_clicks"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("publisher `events/read_clicks` does not exist"));
+    server.cli_ok(&token, &["collection", "delete", "events"]);
+    assert_eq!(server.cli_json(&token, &["collection", "list"]), json!([]));
+}
+
+fn ureq_text(server: &Server, path: &str, token: &str) -> String {
+    let mut response =
+        ureq::get(format!("{}{path}", server.url)).header("Authorization", format!("Bearer {token}")).call().unwrap();
+    response.body_mut().read_to_string().unwrap()
+}
+
+#[test]
+fn a_restarted_server_resumes_every_publisher_without_loss_or_duplicates() {
+    let broker = broker();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let bootstrap = broker.bootstrap_servers();
+    let server = Server::start(&data);
+    let token = registered(&server, dir.path(), bootstrap);
+    block_on(produce(bootstrap, "clicks", &clicks(0, 200)));
+    server.wait_for_rows(&token, "events", "clicks", 200);
+
+    // kill -9, more messages while it is down, then a restart.
+    server.kill();
+    block_on(produce(bootstrap, "clicks", &clicks(200, 200)));
+    let server = Server::start(&data);
+    server.wait_for_rows(&token, "events", "clicks", 400);
+
+    // A graceful stop and another restart.
+    server.stop();
+    block_on(produce(bootstrap, "clicks", &clicks(400, 100)));
+    let server = Server::start(&data);
+    server.wait_for_rows(&token, "events", "clicks", 500);
+
+    let export = dir.path().join("all.parquet");
+    server.cli_ok(&token, &["table", "export", "events/clicks", "-o", export.to_str().unwrap()]);
+    let mut ids = event_ids(&export);
+    ids.sort();
+    let mut expected: Vec<String> = (0..500).map(|i| format!("evt-{i}")).collect();
+    expected.sort();
+    assert_eq!(ids, expected, "every message exactly once");
+}
+
+fn register(
+    server: &Server,
+    token: &str,
+    collection: &str,
+    declaration: &str,
+    plugin: &str,
+    update: bool,
+) -> (u16, Value) {
+    let body = json!({ "declaration": declaration, "plugin": plugin, "update": update });
+    server.http("POST", &format!("/v1/collections/{collection}/publishers"), Some(token), Some(Body::Json(body)))
+}
+
+#[test]
+fn every_registration_failure_is_a_4xx_that_says_what_to_do() {
+    let broker = broker();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    let token = server.tenant("acme", json!({ "max_publishers": 1 }));
+    let bootstrap = broker.bootstrap_servers();
+    let create = |name: &str, connection: Value| {
+        let body = json!({ "name": name, "connection": connection });
+        let (status, answer) = server.http("POST", "/v1/collections", Some(&token), Some(Body::Json(body)));
+        assert_eq!(status, 201, "{answer}");
+    };
+    create("events", json!({ "bootstrap_servers": bootstrap }));
+    create("bare", Value::Null);
+    create("offline", json!({ "bootstrap_servers": "127.0.0.1:1" }));
+    let (status, plugin) =
+        server.http("POST", "/v1/plugins", Some(&token), Some(Body::Bytes(common::guest("read_clicks"))));
+    assert_eq!(status, 201, "{plugin}");
+    let plugin = plugin["sha256"].as_str().unwrap().to_string();
+
+    let schema = serde_json::to_string(common::stream::CLICKS_SCHEMA).unwrap();
+    let decl = |top: &str, kafka: &str| {
+        format!("name = \"read_clicks\"\n{top}\n[source.kafka]\ntopic = \"clicks\"\ndata_format = \"json\"\n{kafka}\n")
+    };
+    let ok_top = "flush_interval_mins = 5\noutput_tables = [\"clicks\"]";
+    let ok_kafka = format!("schema = {schema}");
+    let good = decl(ok_top, &ok_kafka);
+
+    let cases: Vec<(&str, String, String, u16, &str)> = vec![
+        (
+            "nowhere",
+            good.clone(),
+            plugin.clone(),
+            404,
+            "collection `nowhere` does not exist: create it with `weir collection create nowhere",
+        ),
+        (
+            "bare",
+            good.clone(),
+            plugin.clone(),
+            422,
+            "collection `bare` has no kafka-topic-in connection: add one with `weir connection set bare",
+        ),
+        ("offline", good.clone(), plugin.clone(), 422, "cannot reach the Kafka brokers at 127.0.0.1:1"),
+        (
+            "events",
+            good.replace("topic = \"clicks\"", "topic = \"nosuch\"").replace("[\"clicks\"]", "[\"nosuch\"]"),
+            plugin.clone(),
+            422,
+            "topic `nosuch` does not exist on the brokers",
+        ),
+        ("events", decl(ok_top, ""), plugin.clone(), 422, "`schema` is required"),
+        ("events", decl(ok_top, "schema = '{\"type\": 1}'"), plugin.clone(), 422, "the schema does not parse"),
+        (
+            "events",
+            decl(ok_top, "schema = \"clicks.json\""),
+            plugin.clone(),
+            422,
+            "must be given inline here, not as the path \"clicks.json\"",
+        ),
+        (
+            "events",
+            decl("flush_interval_mins = 0\noutput_tables = [\"clicks\"]", &ok_kafka),
+            plugin.clone(),
+            422,
+            "flush_interval_mins must be a whole number of minutes, at least 1, not 0",
+        ),
+        (
+            "events",
+            decl("flush_interval_mins = 2.5\noutput_tables = [\"clicks\"]", &ok_kafka),
+            plugin.clone(),
+            422,
+            "flush_interval_mins must be a whole number of minutes, at least 1, not 2.5",
+        ),
+        (
+            "events",
+            decl("flush_interval_mins = 5\noutput_tables = [\"events\"]", &ok_kafka),
+            plugin.clone(),
+            422,
+            "output_tables must be exactly [\"clicks\"]",
+        ),
+        (
+            "events",
+            decl(ok_top, &format!("{ok_kafka}\n[source.kafka.src_cfg]\n\"kafka.colour\" = 1")),
+            plugin.clone(),
+            422,
+            "kafka.colour",
+        ),
+        (
+            "events",
+            decl(ok_top, &format!("{ok_kafka}\n[source.kafka.src_cfg]\n\"kafka.size_rollover_mb\" = \"big\"")),
+            plugin.clone(),
+            422,
+            "src_cfg `kafka.size_rollover_mb`",
+        ),
+        (
+            "events",
+            decl(&format!("{ok_top}\ntrigger = \"*/5 * * * *\""), &ok_kafka),
+            plugin.clone(),
+            422,
+            "a stream publisher takes no trigger: the rollover is its trigger",
+        ),
+        (
+            "events",
+            good.clone(),
+            format!("sha256:{}", "0".repeat(64)),
+            404,
+            "is not uploaded: push it first with `weir plugin push",
+        ),
+    ];
+    for (collection, declaration, plugin, status, message) in cases {
+        let (got, answer) = register(&server, &token, collection, &declaration, &plugin, false);
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert_eq!(got, status, "{collection}: {error}\n{declaration}");
+        assert!(error.contains(message), "{collection}: expected {message:?} in {error:?}");
+    }
+    assert_eq!(server.http("GET", "/v1/publishers", Some(&token), None).1, json!([]), "nothing registered");
+
+    // The good one registers; again is a conflict unless it is an update; a second one is over the quota.
+    let (status, answer) = register(&server, &token, "events", &good, &plugin, false);
+    assert_eq!(status, 201, "{answer}");
+    assert!(answer["message"].as_str().unwrap().starts_with("connection check passed and the topic exists"));
+    let (status, answer) = register(&server, &token, "events", &good, &plugin, false);
+    assert_eq!(status, 409);
+    assert!(answer["error"].as_str().unwrap().contains("publisher `events/read_clicks` already exists: pass --update"));
+    let (status, answer) = register(&server, &token, "events", &good, &plugin, true);
+    assert_eq!(status, 200, "{answer}");
+    let other = good.replace("name = \"read_clicks\"", "name = \"other\"");
+    let (status, answer) = register(&server, &token, "events", &other, &plugin, false);
+    assert_eq!(status, 403);
+    assert!(answer["error"].as_str().unwrap().contains("already has 1 publishers, its quota"), "{answer}");
+
+    // The CLI exits non-zero with the server's message.
+    let decl_path = declaration(dir.path(), "\"kafka.messages_rollover\" = 0");
+    let out = server.cli(
+        &token,
+        &["publisher", "register", "events", decl_path.to_str().unwrap(), "--plugin", &plugin_path(), "--update"],
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("must be a whole number greater than zero, not 0") && stderr.contains("(HTTP 422)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn uploads_are_checked_and_nothing_bad_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data);
+    let token = server.tenant("acme", json!({ "max_module_bytes": 1 << 20 }));
+    let roomy = server.tenant("roomy", json!({}));
+    let upload =
+        |token: &str, bytes: Vec<u8>| server.http("POST", "/v1/plugins", Some(token), Some(Body::Bytes(bytes)));
+
+    let core = wat::parse_str(r#"(module (func (export "publish")))"#).unwrap();
+    let wrong_world = wat::parse_str("(component)").unwrap();
+    let forbidden = wat::parse_str(r#"(component (import "evil:net/exfiltrate@1.0.0" (instance)))"#).unwrap();
+    let cases: Vec<(Vec<u8>, u16, &str)> = vec![
+        (b"definitely not wasm".to_vec(), 422, "not a WebAssembly component"),
+        (common::guest("read_clicks"), 413, "over tenant `acme`'s 1 MiB module size limit"),
+        (core, 422, "is a core WebAssembly module, not a component"),
+        (wrong_world, 422, "does not implement the `weir:publisher/stream-publisher@0.1.0` world"),
+        (forbidden, 422, "imports `evil:net/exfiltrate@1.0.0`, which publishers may not use"),
+    ];
+    for (bytes, status, message) in cases {
+        let (got, answer) = upload(&token, bytes);
+        assert_eq!(got, status, "{answer}");
+        assert!(answer["error"].as_str().unwrap().contains(message), "expected {message:?} in {answer}");
+    }
+    assert_eq!(server.http("GET", "/v1/plugins", Some(&token), None).1, json!([]));
+    let stored = |dir: &Path| std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(stored(&data.join("modules")), 0, "nothing stored");
+
+    // The same bytes twice are one module; another tenant's upload of them is its own entry, one file.
+    let module = common::guest("read_clicks");
+    let (status, first) = upload(&roomy, module.clone());
+    assert_eq!((status, &first["new"]), (201, &json!(true)), "{first}");
+    let (status, again) = upload(&roomy, module.clone());
+    assert_eq!((status, &again["new"], &again["sha256"]), (200, &json!(false), &first["sha256"]));
+    assert_eq!(server.http("GET", "/v1/plugins", Some(&roomy), None).1.as_array().unwrap().len(), 1);
+    assert_eq!(stored(&data.join("modules")), 1);
+    let out = server.cli_ok(&roomy, &["plugin", "push", &plugin_path()]);
+    assert!(out.contains("already uploaded"), "{out}");
+}
+
+#[test]
+fn tokens_are_required_and_tenants_see_only_their_own() {
+    let broker = broker();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    let bootstrap = broker.bootstrap_servers();
+    let acme = registered(&server, dir.path(), bootstrap);
+    block_on(produce(bootstrap, "clicks", &clicks(0, 100)));
+    server.wait_for_rows(&acme, "events", "clicks", 100);
+    let execution = server.cli_json(&acme, &["execution", "list", "events/read_clicks"])[0]["id"].clone();
+
+    // No token, a wrong token: 401. The wrong kind of token: 403.
+    let (status, answer) = server.http("GET", "/v1/collections", None, None);
+    assert_eq!(status, 401);
+    assert!(answer["error"].as_str().unwrap().contains("no token"), "{answer}");
+    assert_eq!(server.http("GET", "/v1/collections", Some("weir_wrong"), None).0, 401);
+    assert_eq!(server.http("GET", "/v1/tenants", Some(&acme), None).0, 403);
+    assert_eq!(server.http("GET", "/v1/collections", Some(ADMIN), None).0, 403);
+    assert_eq!(server.http("GET", "/metrics", None, None).0, 401);
+    let out = server.cli("weir_wrong", &["collection", "list"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the token is not valid"));
+
+    // Another tenant: every one of acme's objects is a 404, and its own `events` is its own.
+    let other = server.tenant("other", json!({}));
+    let execution_path = format!("/v1/executions/{execution}");
+    for path in [
+        "/v1/collections/events",
+        "/v1/collections/events/publishers",
+        "/v1/collections/events/publishers/read_clicks",
+        "/v1/collections/events/publishers/read_clicks/executions",
+        "/v1/collections/events/tables",
+        "/v1/collections/events/tables/clicks/versions",
+        "/v1/collections/events/tables/clicks/sample",
+        "/v1/collections/events/tables/clicks/export",
+        execution_path.as_str(),
+    ] {
+        assert_eq!(server.http("GET", path, Some(&other), None).0, 404, "{path}");
+        assert_eq!(server.http("GET", path, Some(&acme), None).0, 200, "{path}");
+    }
+    assert_eq!(server.http("DELETE", "/v1/collections/events/publishers/read_clicks", Some(&other), None).0, 404);
+    assert_eq!(server.http("POST", "/v1/collections/events/publishers/read_clicks/pause", Some(&other), None).0, 404);
+    assert_eq!(server.http("GET", "/v1/collections", Some(&other), None).1, json!([]));
+    assert_eq!(server.http("GET", "/v1/plugins", Some(&other), None).1, json!([]));
+    let body = json!({ "name": "events", "connection": { "bootstrap_servers": bootstrap } });
+    assert_eq!(server.http("POST", "/v1/collections", Some(&other), Some(Body::Json(body))).0, 201);
+    assert_eq!(server.http("GET", "/v1/collections/events/tables", Some(&other), None).1, json!([]));
+
+    // Secrets are stored, never returned.
+    let body = json!({ "bootstrap_servers": bootstrap, "credentials": { "mechanism": "PLAIN", "username": "u", "password": "hunter2" },
+                       "client_settings": { "sasl.oauthbearer.client.secret": "s3cret" } });
+    let (status, answer) =
+        server.http("PUT", "/v1/collections/events/connection", Some(&other), Some(Body::Json(body)));
+    assert_eq!(status, 200, "{answer}");
+    let shown = server.http("GET", "/v1/collections/events", Some(&other), None).1.to_string();
+    assert!(!shown.contains("hunter2") && !shown.contains("s3cret") && shown.contains("(secret)"), "{shown}");
+    let out = server.cli_ok(&other, &["collection", "show", "events"]);
+    assert!(out.contains("PLAIN as u (password stored)") && !out.contains("hunter2"), "{out}");
+}
