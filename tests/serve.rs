@@ -25,7 +25,11 @@ const QUICK: &str = "\"kafka.messages_rollover\" = 100\n\"kafka.time_rollover_se
 /// A tenant `acme` with collection `events` on `bootstrap` and the seed's publisher registered.
 fn registered(server: &Server, dir: &Path, bootstrap: &str) -> String {
     let token = server.tenant("acme", json!({}));
-    server.cli_ok(&token, &["collection", "create", "events", "--bootstrap-servers", bootstrap]);
+    // A short session: after a kill -9 the group waits out the dead member's session before it rebalances.
+    let settings = ["--client-setting", "session.timeout.ms=6000", "--client-setting", "heartbeat.interval.ms=500"];
+    let mut args = vec!["collection", "create", "events", "--bootstrap-servers", bootstrap];
+    args.extend(settings);
+    server.cli_ok(&token, &args);
     let decl = declaration(dir, QUICK);
     server.cli_ok(&token, &["publisher", "register", "events", decl.to_str().unwrap(), "--plugin", &plugin_path()]);
     token

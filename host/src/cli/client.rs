@@ -24,6 +24,15 @@ pub struct ServerArgs {
     pub output: Output,
 }
 
+/// A client subcommand: where the server is, and what to ask it.
+#[derive(Debug, clap::Args)]
+pub struct Remote<C: clap::Subcommand> {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(subcommand)]
+    pub command: C,
+}
+
 pub struct Client {
     agent: ureq::Agent,
     server: String,

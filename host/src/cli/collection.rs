@@ -3,19 +3,11 @@
 
 use serde_json::{Value, json};
 
-use super::client::{Client, ServerArgs, cell, print_rows, time};
+use super::client::{Client, Remote, cell, print_rows, time};
 use super::connection::ConnectionArgs;
 
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    #[command(flatten)]
-    server: ServerArgs,
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(Debug, clap::Subcommand)]
-enum Command {
+pub enum Command {
     /// Create a collection, with its Kafka connection.
     Create {
         name: String,
@@ -35,16 +27,8 @@ enum Command {
     },
 }
 
-#[derive(Debug, clap::Args)]
-pub struct ConnectionCommand {
-    #[command(flatten)]
-    server: ServerArgs,
-    #[command(subcommand)]
-    command: ConnectionSub,
-}
-
 #[derive(Debug, clap::Subcommand)]
-enum ConnectionSub {
+pub enum ConnectionCommand {
     /// Check that the collection's brokers answer (and that a topic exists).
     Check {
         collection: String,
@@ -82,7 +66,7 @@ fn print_collection(c: &Value) {
     println!("created      {}", time(&c["created_at_ms"]));
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
     let client = Client::new(&args.server);
     match args.command {
         Command::Create { name, group, connection } => {
@@ -117,10 +101,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run_connection(args: ConnectionCommand) -> anyhow::Result<()> {
+pub fn run_connection(args: Remote<ConnectionCommand>) -> anyhow::Result<()> {
     let client = Client::new(&args.server);
     match args.command {
-        ConnectionSub::Check { collection, topic } => {
+        ConnectionCommand::Check { collection, topic } => {
             let answer =
                 client.post(&format!("/v1/collections/{collection}/connection/check"), &json!({ "topic": topic }))?;
             client.print(&answer, |a| {
@@ -132,7 +116,7 @@ pub fn run_connection(args: ConnectionCommand) -> anyhow::Result<()> {
                 }
             });
         }
-        ConnectionSub::Set { collection, connection } => {
+        ConnectionCommand::Set { collection, connection } => {
             let answer =
                 client.put(&format!("/v1/collections/{collection}/connection"), &json!(connection.required()?))?;
             client.print(&answer, print_collection);

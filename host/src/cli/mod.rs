@@ -16,6 +16,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use client::Remote;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "weir",
@@ -39,19 +41,19 @@ enum Command {
     /// Run the server: the HTTP API and the stream workers of every registered publisher.
     Serve(serve::Args),
     /// Tenants and their tokens (with the admin token).
-    Tenant(tenant::Args),
+    Tenant(Remote<tenant::Command>),
     /// Collections and their Kafka connection.
-    Collection(collection::Args),
+    Collection(Remote<collection::Command>),
     /// Check or set a collection's Kafka connection.
-    Connection(collection::ConnectionCommand),
+    Connection(Remote<collection::ConnectionCommand>),
     /// Upload and list plugins (WebAssembly components).
-    Plugin(publisher::PluginArgs),
+    Plugin(Remote<publisher::PluginCommand>),
     /// Register stream publishers; see their status; pause, resume, delete them.
-    Publisher(publisher::Args),
+    Publisher(Remote<publisher::Command>),
     /// Committed tables: list, schema, versions, sample, export.
-    Table(table::Args),
+    Table(Remote<table::Command>),
     /// Executions (one per batch): list, show with the plugin's log.
-    Execution(table::ExecutionArgs),
+    Execution(Remote<table::ExecutionCommand>),
 }
 
 /// How results are printed.

@@ -6,18 +6,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
-use super::client::{Client, ServerArgs, address, cell, time};
-
-#[derive(Debug, clap::Args)]
-pub struct PluginArgs {
-    #[command(flatten)]
-    server: ServerArgs,
-    #[command(subcommand)]
-    command: PluginCommand,
-}
+use super::client::{Client, Remote, address, cell, time};
 
 #[derive(Debug, clap::Subcommand)]
-enum PluginCommand {
+pub enum PluginCommand {
     /// Upload a plugin (a WebAssembly component); prints its sha256.
     Push {
         file: PathBuf,
@@ -25,16 +17,8 @@ enum PluginCommand {
     List,
 }
 
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    #[command(flatten)]
-    server: ServerArgs,
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(Debug, clap::Subcommand)]
-enum Command {
+pub enum Command {
     /// Register a stream publisher from its declaration (TOML) and plugin.
     Register {
         collection: String,
@@ -91,7 +75,7 @@ fn inline_schema(path: &Path) -> anyhow::Result<String> {
     Ok(text)
 }
 
-pub fn run_plugin(args: PluginArgs) -> anyhow::Result<()> {
+pub fn run_plugin(args: Remote<PluginCommand>) -> anyhow::Result<()> {
     let client = Client::new(&args.server);
     match args.command {
         PluginCommand::Push { file } => {
@@ -108,7 +92,7 @@ pub fn run_plugin(args: PluginArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
     let client = Client::new(&args.server);
     match args.command {
         Command::Register { collection, declaration, plugin, update } => {

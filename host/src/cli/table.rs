@@ -4,18 +4,10 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::client::{Client, ServerArgs, address, cell, print_rows, time};
-
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    #[command(flatten)]
-    server: ServerArgs,
-    #[command(subcommand)]
-    command: Command,
-}
+use super::client::{Client, Remote, address, cell, print_rows, time};
 
 #[derive(Debug, clap::Subcommand)]
-enum Command {
+pub enum Command {
     /// The tables of a collection.
     List { collection: String },
     /// A table's columns: `events/clicks`.
@@ -45,16 +37,8 @@ enum Command {
     },
 }
 
-#[derive(Debug, clap::Args)]
-pub struct ExecutionArgs {
-    #[command(flatten)]
-    server: ServerArgs,
-    #[command(subcommand)]
-    command: ExecutionCommand,
-}
-
 #[derive(Debug, clap::Subcommand)]
-enum ExecutionCommand {
+pub enum ExecutionCommand {
     /// A publisher's latest executions: `events/read_clicks`.
     List {
         publisher: String,
@@ -69,7 +53,7 @@ fn version_query(version: Option<i64>) -> String {
     version.map_or(String::new(), |v| format!("version={v}&"))
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
     let client = Client::new(&args.server);
     match args.command {
         Command::List { collection } => {
@@ -132,7 +116,7 @@ fn print_sample(a: &Value) {
     print_rows(&columns, rows.iter().map(|r| columns.iter().map(|c| cell(&r[*c])).collect()));
 }
 
-pub fn run_execution(args: ExecutionArgs) -> anyhow::Result<()> {
+pub fn run_execution(args: Remote<ExecutionCommand>) -> anyhow::Result<()> {
     let client = Client::new(&args.server);
     match args.command {
         ExecutionCommand::List { publisher, limit } => {

@@ -5,19 +5,11 @@ use std::time::Duration;
 use serde_json::json;
 use weir::plugin::{human_bytes, human_duration};
 
-use super::client::{Client, ServerArgs, cell, print_rows};
+use super::client::{Client, Remote, cell, print_rows};
 use super::units::{parse_duration, parse_size};
 
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    #[command(flatten)]
-    server: ServerArgs,
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(Debug, clap::Subcommand)]
-enum Command {
+pub enum Command {
     /// Create a tenant; prints its first token (shown once).
     Create {
         name: String,
@@ -40,7 +32,7 @@ enum Command {
     Token { name: String },
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
     let client = Client::new(&args.server);
     match args.command {
         Command::Create { name, max_publishers, memory_limit, deadline, max_module_size } => {
