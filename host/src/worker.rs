@@ -21,7 +21,7 @@ use crate::consume::{self, Assignment, WorkerConsumer};
 use crate::dead_letters::DeadLetterTopic;
 use crate::decode::{DeadLetter, JsonDecoder, RawMessage};
 use crate::frames;
-use crate::plugin::{Limits, Plugin, PluginLog, Runtime};
+use crate::plugin::{Limits, OutputTable, Plugin, PluginLog, Runtime};
 use crate::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
 use crate::stage;
 
@@ -82,6 +82,19 @@ pub struct WorkerOptions {
     pub max_backoff: Duration,
     /// How long a graceful shutdown may spend committing the open batch.
     pub shutdown_deadline: Duration,
+    /// What the publish stage runs.
+    pub publish: PublishStage,
+}
+
+/// What the publish stage runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PublishStage {
+    /// The publisher's plugin, in the sandbox.
+    #[default]
+    Plugin,
+    /// No plugin: the decoded batch is the output table. For benchmarks, to
+    /// isolate the sandbox's cost; nothing a user registers runs this way.
+    NativeIdentity,
 }
 
 impl Default for WorkerOptions {
@@ -91,6 +104,7 @@ impl Default for WorkerOptions {
             first_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(30),
             shutdown_deadline: Duration::from_secs(30),
+            publish: PublishStage::Plugin,
         }
     }
 }
@@ -398,8 +412,11 @@ impl Worker {
                 Ok(t.elapsed())
             })
         };
-        let frames = {
-            let schema = schema.clone();
+        let native = self.options.publish == PublishStage::NativeIdentity;
+        let frames = if native {
+            vec![]
+        } else {
+            let (schema, batches) = (schema.clone(), batches.clone());
             tokio::task::spawn_blocking(move || {
                 batches.iter().map(|b| frames::encode(&schema, std::slice::from_ref(b))).collect::<Result<Vec<_>, _>>()
             })
@@ -424,8 +441,12 @@ impl Worker {
             };
             // Publish: array mode, slot 0 = this batch's frames. Skipped when every message was a dead letter.
             crate::crash::soon("during-publish", Duration::from_micros(200));
-            if frames.is_empty() {
+            if batches.is_empty() {
                 return Ok((None, PluginLog::default(), stored_dead));
+            }
+            if native {
+                let frame = frames::Frame { schema: schema.clone(), batches };
+                return Ok((Some(OutputTable { name: table.clone(), frame }), PluginLog::default(), stored_dead));
             }
             let run = self
                 .node

@@ -4,6 +4,7 @@
 
 pub mod serve;
 pub mod stream;
+pub mod tansu;
 
 use std::path::PathBuf;
 use std::sync::Arc;

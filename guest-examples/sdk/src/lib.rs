@@ -158,8 +158,17 @@ fn decode(frame: Vec<u8>) -> Result<RecordBatch> {
     })
 }
 
+/// The bytes an array's buffers hold. Not `get_array_memory_size`: arrays
+/// decoded zero-copy share their frame's allocation, whose whole capacity
+/// that would count once per column.
+fn data_len(data: &arrow_data::ArrayData) -> usize {
+    let own: usize = data.buffers().iter().map(|b| b.len()).sum();
+    let nulls = data.nulls().map_or(0, |n| n.buffer().len());
+    own + nulls + data.child_data().iter().map(data_len).sum::<usize>()
+}
+
 fn encode(table: Table) -> Result<OutputTable> {
-    let size: usize = table.batches.iter().map(|b| b.get_array_memory_size()).sum();
+    let size: usize = table.batches.iter().flat_map(|b| b.columns()).map(|c| data_len(&c.to_data())).sum::<usize>();
     let mut writer =
         arrow_ipc::writer::StreamWriter::try_new(Cursor::new(Vec::with_capacity(size + 4096)), &table.schema)?;
     for batch in &table.batches {

@@ -1,0 +1,342 @@
+//! The runs, each on the same broker and the same data.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, TimestampMillisecondArray};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseRecord, Producer};
+use tokio::sync::{mpsc, watch};
+
+use weir::buffer::MemoryBudget;
+use weir::catalog::{Catalog, Timings};
+use weir::plugin::{Limits, Runtime, RuntimeConfig};
+use weir::source::{DataFormat, KafkaConnection, KafkaSource, SourceConfig, load_schema};
+use weir::worker::{self, Node, PublishStage, StreamPublisher, WorkerEvent, WorkerOptions};
+
+use super::common::{self, stream::CLICKS_SCHEMA};
+use super::dataset::{self, PARTITIONS};
+use super::{BATCH, Broker, Figures, Latency, Memory, Rate, SIZE_MB};
+
+pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
+    let bootstrap = broker.bootstrap();
+    let settings = broker.client_settings();
+    broker.create_topic("clicks", PARTITIONS);
+    eprintln!("[{}] producing {n} messages ...", broker.name());
+    let bytes = dataset::produce(&bootstrap, &settings, "clicks", n);
+    // Watermarks may trail the acknowledgements for a moment.
+    let waited = Instant::now();
+    let mut held = dataset::held(&bootstrap, "clicks");
+    while held < n && waited.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(500));
+        held = dataset::held(&bootstrap, "clicks");
+    }
+    if held != n {
+        // Tansu 0.x reports high watermarks short of the log end; reading the topic is the real check.
+        eprintln!("[{}] watermarks say {held} of {n} messages; reading them is the check", broker.name());
+    }
+    let avg = bytes as f64 / n as f64;
+    // Batches close at exactly BATCH messages: time up to the last full one, so no run waits for a clock.
+    let timed = (n / BATCH).max(1) * BATCH;
+    assert!(n >= BATCH, "the dataset must hold at least one {BATCH}-message batch");
+
+    eprintln!("[{}] raw consume ...", broker.name());
+    let raw = raw_consume(&bootstrap, &settings, n);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    eprintln!("[{}] weir end to end ...", broker.name());
+    let (weir, stages) = rt.block_on(weir_run(broker, timed, PublishStage::Plugin, "weir-e2e"));
+    eprintln!("[{}] weir, native identity ...", broker.name());
+    let (native, _) = rt.block_on(weir_run(broker, timed, PublishStage::NativeIdentity, "weir-native"));
+    eprintln!("[{}] the Python path ...", broker.name());
+    let python = python_path(&bootstrap, &settings, timed);
+    let sizes: &[u64] = if quick { &[16, 64] } else { &[16, 64, 256] };
+    let memory = sizes
+        .iter()
+        .map(|size| {
+            eprintln!("[{}] peak RSS at {size} MB ...", broker.name());
+            peak_rss(broker, n, *size)
+        })
+        .collect();
+    // Last: its messages go after the dataset, on the same topic.
+    eprintln!("[{}] latency ...", broker.name());
+    let latency = rt.block_on(latency(broker, if quick { 5 } else { 15 }));
+
+    Figures {
+        broker: broker.name().into(),
+        messages: n,
+        avg_message_bytes: avg,
+        partitions: PARTITIONS,
+        raw_consume: Rate::new(n, raw.as_secs_f64(), avg),
+        weir: Rate::new(timed, weir.as_secs_f64(), avg),
+        weir_native_identity: Rate::new(timed, native.as_secs_f64(), avg),
+        python: Rate::new(timed, python, avg),
+        wasm_share: stages.publish / 1e3 / weir.as_secs_f64(),
+        weir_stage_ms: stages,
+        latency,
+        memory,
+    }
+}
+
+fn consumer_config(bootstrap: &str, settings: &[(&str, &str)], group: &str) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false");
+    for (k, v) in settings {
+        config.set(*k, *v);
+    }
+    config
+}
+
+/// librdkafka's raw consume rate: every message read, nothing done; from the first message.
+fn raw_consume(bootstrap: &str, settings: &[(&str, &str)], n: usize) -> Duration {
+    let consumer: BaseConsumer = consumer_config(bootstrap, settings, "raw-consume").create().unwrap();
+    consumer.subscribe(&["clicks"]).unwrap();
+    let (mut seen, mut started, mut last) = (0, None, Instant::now());
+    while seen < n {
+        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+            message.unwrap();
+            started.get_or_insert_with(Instant::now);
+            seen += 1;
+            last = Instant::now();
+        }
+        assert!(last.elapsed() < Duration::from_secs(60), "the broker gave {seen} of the {n} messages produced");
+    }
+    started.unwrap().elapsed()
+}
+
+fn publisher(
+    broker: &Broker,
+    runtime: &Runtime,
+    topic: &str,
+    group: &str,
+    src_cfg: serde_json::Value,
+) -> StreamPublisher {
+    let src_cfg: BTreeMap<String, serde_json::Value> = serde_json::from_value(src_cfg).unwrap();
+    StreamPublisher {
+        collection: "events".into(),
+        name: "read_clicks".into(),
+        connection: KafkaConnection {
+            bootstrap_servers: broker.bootstrap(),
+            group_id: Some(group.into()),
+            client_settings: broker.client_settings().iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..KafkaConnection::default()
+        },
+        source: KafkaSource {
+            topic: topic.into(),
+            data_format: DataFormat::Json,
+            schema: load_schema(CLICKS_SCHEMA, None).unwrap(),
+            config: SourceConfig::parse(&src_cfg).unwrap(),
+            dead_letter_topic: None,
+        },
+        flush_interval_mins: 1,
+        plugin: runtime.load(&common::guest("read-clicks")).unwrap(),
+        limits: Limits::default(),
+    }
+}
+
+struct Running {
+    events: mpsc::UnboundedReceiver<WorkerEvent>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<anyhow::Result<worker::WorkerExit>>,
+    catalog: Arc<Catalog>,
+    dir: tempfile::TempDir,
+}
+
+fn start(broker: &Broker, topic: &str, group: &str, src_cfg: serde_json::Value, stage: PublishStage) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Arc::new(Catalog::open(dir.path()).unwrap());
+    let runtime = Arc::new(common::runtime());
+    let publisher = publisher(broker, &runtime, topic, group, src_cfg);
+    let node = Node { catalog: catalog.clone(), runtime, budget: Arc::new(MemoryBudget::new(4 << 30)) };
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let (stop, shutdown) = watch::channel(false);
+    let options = WorkerOptions { publish: stage, ..WorkerOptions::default() };
+    let task = tokio::spawn(worker::run(publisher, node, options, Some(events_tx), shutdown));
+    Running { events, stop, task, catalog, dir }
+}
+
+impl Running {
+    async fn assigned(&mut self) {
+        while let Some(event) = self.events.recv().await {
+            if matches!(event, WorkerEvent::Assigned(_)) {
+                return;
+            }
+        }
+        panic!("the worker stopped before it was assigned partitions: {:?}", (&mut self.task).await);
+    }
+
+    /// Waits until `messages` offsets are committed.
+    async fn committed(&mut self, messages: usize) {
+        let mut done = 0;
+        while done < messages {
+            match self.events.recv().await {
+                Some(WorkerEvent::Committed(e)) => {
+                    done += e.offsets.iter().map(|r| (r.last - r.first + 1) as usize).sum::<usize>()
+                }
+                Some(WorkerEvent::AttemptFailed { error, .. }) => panic!("a batch failed: {error}"),
+                Some(_) => {}
+                None => panic!("the worker stopped: {:?}", (&mut self.task).await),
+            }
+        }
+    }
+
+    /// Stops the worker; the catalog and its data directory stay until dropped.
+    async fn stop(self) -> (Arc<Catalog>, tempfile::TempDir) {
+        let _ = self.stop.send(true);
+        self.task.await.unwrap().unwrap();
+        (self.catalog, self.dir)
+    }
+}
+
+/// weir end to end on the dataset, from the partitions' assignment to the
+/// commit of `timed` messages; with the summed stage timings.
+async fn weir_run(broker: &Broker, timed: usize, stage: PublishStage, group: &str) -> (Duration, Timings) {
+    let src_cfg = serde_json::json!({
+        "kafka.messages_rollover": BATCH, "kafka.size_rollover_mb": SIZE_MB, "kafka.time_rollover_seconds": 60,
+    });
+    let mut run = start(broker, "clicks", group, src_cfg, stage);
+    run.assigned().await;
+    let started = Instant::now();
+    run.committed(timed).await;
+    let elapsed = started.elapsed();
+    let (catalog, _dir) = run.stop().await;
+    let mut total = Timings::default();
+    for e in catalog.executions("events/read_clicks").unwrap().iter().filter(|e| e.status == "committed") {
+        total.decode += e.timings_ms.decode;
+        total.stage += e.timings_ms.stage;
+        total.publish += e.timings_ms.publish;
+        total.commit += e.timings_ms.commit;
+    }
+    (elapsed, total)
+}
+
+fn python_path(bootstrap: &str, settings: &[(&str, &str)], timed: usize) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/stream/python_path.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .args([bootstrap, "clicks", "python-path", &timed.to_string(), &BATCH.to_string(), &SIZE_MB.to_string()])
+        .arg(dir.path())
+        .args(settings.iter().map(|(k, v)| format!("{k}={v}")))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("python3 (scripts/setup.sh installs confluent-kafka and pyarrow)");
+    assert!(out.status.success(), "the Python path failed");
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("python's JSON");
+    assert_eq!(answer["messages"], timed);
+    answer["seconds"].as_f64().unwrap()
+}
+
+/// Produce → committed and visible, at a steady rate, with a 1 s time rollover.
+async fn latency(broker: &Broker, seconds: u64) -> Latency {
+    const RATE: u64 = 2000;
+    // The same topic (the plugin writes table `clicks`), read from its end on.
+    let src_cfg = serde_json::json!({ "kafka.time_rollover_seconds": 1, "kafka.auto_offset_reset": "latest" });
+    let mut run = start(broker, "clicks", "weir-latency", src_cfg, PublishStage::Plugin);
+    run.assigned().await;
+    // Let the consumer settle on the end of each partition before the first message.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let total = (RATE * seconds) as usize;
+    let bootstrap = broker.bootstrap();
+    let settings: Vec<(String, String)> =
+        broker.client_settings().iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let since = weir::catalog::now_ms();
+    let producing = tokio::task::spawn_blocking(move || {
+        let settings: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let producer = dataset::producer(&bootstrap, &settings, "0");
+        let started = Instant::now();
+        for i in 0..total {
+            // Steady: message i leaves at i / RATE seconds (CreateTime is taken here).
+            let due = started + Duration::from_micros(i as u64 * 1_000_000 / RATE);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let (key, value) = dataset::message(i);
+            producer.send(BaseRecord::to("clicks").key(&key).payload(&value)).map_err(|(e, _)| e).unwrap();
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+    });
+    run.committed(total).await;
+    producing.await.unwrap();
+    let (catalog, _dir) = run.stop().await;
+    let mut latencies = Vec::with_capacity(total);
+    for version in catalog.versions("events", "clicks").unwrap() {
+        for file in &version.files {
+            let frame = weir::input::read(&catalog.data_dir().join(file), None).unwrap();
+            for batch in frame.batches {
+                let ts = batch.column_by_name("_timestamp").unwrap();
+                let ts = ts.as_any().downcast_ref::<TimestampMillisecondArray>().unwrap();
+                // Only this run's messages (a broker whose `latest` trails the log end hands out older ones too).
+                let ours = (0..ts.len()).filter(|i| ts.value(*i) >= since);
+                latencies.extend(ours.map(|i| (version.created_at_ms - ts.value(i)) as f64));
+            }
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+    Latency { produce_rate: RATE, messages: latencies.len(), p50_ms: at(0.5), p99_ms: at(0.99), max_ms: at(1.0) }
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Peak RSS of a `weir stream` process reading the whole dataset.
+fn peak_rss(broker: &Broker, n: usize, size_mb: u64) -> Memory {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("clicks.json"), CLICKS_SCHEMA).unwrap();
+    std::fs::write(
+        dir.path().join("p.toml"),
+        format!("name = \"read_clicks\"\nflush_interval_mins = 1\noutput_tables = [\"clicks\"]\n[source.kafka]\ntopic = \"clicks\"\ndata_format = \"json\"\nschema = \"clicks.json\"\n[source.kafka.src_cfg]\n\"kafka.size_rollover_mb\" = {size_mb}\n\"kafka.time_rollover_seconds\" = 2\n"),
+    )
+    .unwrap();
+    // A restarted process, not a first start: the plugin is already compiled in the data
+    // directory's artifact cache (a cold compile adds about 60 MB for a moment).
+    let runtime =
+        Runtime::new(RuntimeConfig { cache_dir: Some(dir.path().join("artifacts")), ..RuntimeConfig::default() });
+    runtime.unwrap().load(&common::guest("read-clicks")).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_weir"));
+    command
+        .arg("stream")
+        .arg(dir.path().join("p.toml"))
+        .arg("--plugin")
+        .arg(common::guest_path("read-clicks"))
+        .args(["--bootstrap-servers", &broker.bootstrap(), "--group-id", &format!("rss-{size_mb}"), "--data-dir"])
+        .arg(dir.path());
+    for (k, v) in broker.client_settings() {
+        command.args(["--client-setting", &format!("{k}={v}")]);
+    }
+    let log = std::fs::File::create(dir.path().join("weir.log")).unwrap();
+    let mut child = command.stdout(Stdio::null()).stderr(log).spawn().unwrap();
+    let catalog = Catalog::open(dir.path()).unwrap();
+    let (mut peak, started) = (0, Instant::now());
+    loop {
+        peak = peak.max(peak_rss_kib(child.id()));
+        if let Some(status) = child.try_wait().unwrap() {
+            let log = std::fs::read_to_string(dir.path().join("weir.log")).unwrap_or_default();
+            panic!("weir stream exited early ({status}):\n{log}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(600), "weir stream did not commit {n} rows within 600 s");
+        let rows: u64 = catalog.versions("events", "clicks").unwrap().iter().map(|v| v.rows).sum();
+        if rows >= n as u64 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    peak = peak.max(peak_rss_kib(child.id()));
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+    Memory { size_rollover_mb: size_mb, peak_rss_mb: peak as f64 / 1024.0, target_mb: 1.5 * size_mb as f64 + 100.0 }
+}

