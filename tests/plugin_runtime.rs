@@ -38,6 +38,22 @@ fn passthrough_returns_every_frame_unchanged() {
 }
 
 #[test]
+fn a_passthrough_needs_little_more_than_its_input_and_output() {
+    // A ~30 MB frame of 8 columns in 96 MiB of guest memory: input, output and
+    // working space. (The SDK once sized its output buffer by each column's view
+    // of the shared frame allocation: 8 × the frame, and a 256 MiB limit was not enough.)
+    let rt = runtime();
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    let input = clicks(400_000, 9);
+    let bytes = frame(std::slice::from_ref(&input));
+    assert!(bytes.len() > 25 << 20, "frame of {} bytes", bytes.len());
+    let limits = Limits { memory_bytes: 96 << 20, ..Limits::default() };
+    let run = rt.publish(&plugin, &[vec![bytes]], &limits, None);
+    let tables = run.outcome.expect("a passthrough fits");
+    assert_eq!(all_rows(&tables[0].frame.batches), input);
+}
+
+#[test]
 fn passthrough_of_random_batches_round_trips() {
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();
