@@ -114,6 +114,21 @@ impl Buffer {
     }
 }
 
+/// The other workers' buffers, as one worker last saw them.
+#[derive(Debug, Clone, Copy)]
+pub struct BudgetShare {
+    limit: u64,
+    others: u64,
+    largest_other: u64,
+}
+
+impl BudgetShare {
+    /// The same answer as [`MemoryBudget::update`] for a buffer of `bytes`.
+    pub fn over(&self, bytes: u64) -> bool {
+        self.others + bytes > self.limit && self.largest_other <= bytes
+    }
+}
+
 /// Bytes buffered by every worker on this node, against one limit. When the
 /// total passes it, the worker holding the largest buffer closes its batch early.
 #[derive(Debug)]
@@ -134,6 +149,15 @@ impl MemoryBudget {
         used.insert(worker, bytes);
         let total: u64 = used.values().sum();
         total > self.limit && used.values().all(|other| *other <= bytes)
+    }
+
+    /// Records `worker`'s buffered bytes and returns the rest of the node as it
+    /// stands, so a run of messages can be checked without taking the lock for each.
+    pub fn share(&self, worker: u64, bytes: u64) -> BudgetShare {
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        used.insert(worker, bytes);
+        let others = used.iter().filter(|(w, _)| **w != worker).map(|(_, b)| *b);
+        BudgetShare { limit: self.limit, others: others.clone().sum(), largest_other: others.max().unwrap_or(0) }
     }
 
     pub fn release(&self, worker: u64) {
@@ -216,5 +240,22 @@ mod tests {
         assert!(budget.update(1, 61));
         budget.release(1);
         assert!(!budget.update(2, 41));
+    }
+
+    #[test]
+    fn a_share_answers_as_update_would() {
+        let budget = MemoryBudget::new(100);
+        budget.update(1, 60);
+        let share = budget.share(2, 0);
+        for bytes in [0, 30, 39, 40, 41, 60, 61, 200] {
+            assert_eq!(share.over(bytes), MemoryBudget::new(100).tap(1, 60).update(2, bytes), "{bytes}");
+        }
+    }
+
+    impl MemoryBudget {
+        fn tap(self, worker: u64, bytes: u64) -> Self {
+            self.update(worker, bytes);
+            self
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use arrow::array::RecordBatch;
-use futures::FutureExt as _;
+use futures::{FutureExt as _, StreamExt as _};
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
@@ -146,19 +146,51 @@ static WORKER_IDS: AtomicU64 = AtomicU64::new(1);
 /// shutdown, assignments and the clock again.
 const DRAIN_AT_ONCE: usize = 1024;
 
+/// The consuming side: the loop, the open batch's offsets, assignments.
 struct Worker {
+    batches: Arc<Batches>,
+    worker_id: u64,
+    /// Per assigned partition: where the next batch starts (None: nothing stored yet). A
+    /// closed batch moves it past itself at once, so the next batch can fill while the
+    /// closed one is processed; the catalog's compare-and-set keeps that honest.
+    next: BTreeMap<i32, Option<i64>>,
+}
+
+/// The processing side, shared with the task that processes the batch in flight.
+struct Batches {
     publisher: StreamPublisher,
     id: String,
-    worker_id: u64,
     node: Node,
     options: WorkerOptions,
-    consumer: WorkerConsumer,
+    consumer: Arc<WorkerConsumer>,
     decoder: JsonDecoder,
     dead_letter_topic: Option<DeadLetterTopic>,
-    /// Per assigned partition: the catalog's next offset (None: none stored yet).
-    next: BTreeMap<i32, Option<i64>>,
     events: Option<mpsc::UnboundedSender<WorkerEvent>>,
     shutdown: watch::Receiver<bool>,
+}
+
+impl std::ops::Deref for Worker {
+    type Target = Batches;
+    fn deref(&self) -> &Batches {
+        &self.batches
+    }
+}
+
+/// How processing a closed batch ended.
+enum Outcome {
+    Committed {
+        ranges: Vec<PartitionRange>,
+        execution: Execution,
+        staged: Vec<PathBuf>,
+    },
+    /// Another worker committed some of its partitions first: drop it, re-read from the catalog.
+    Conflict {
+        ranges: Vec<PartitionRange>,
+        error: CatalogError,
+    },
+    /// Shutdown came during a retry's backoff: nothing committed, re-read on restart.
+    Abandoned,
+    Failed(WorkerExit),
 }
 
 /// Runs a publisher until `shutdown` turns true (then the open batch is
@@ -185,52 +217,80 @@ pub async fn run(
         None => None,
     };
     let decoder = JsonDecoder::new(publisher.source.schema.clone());
-    let mut worker = Worker {
+    let batches = Batches {
         publisher,
         id,
-        worker_id: WORKER_IDS.fetch_add(1, Ordering::Relaxed),
         node,
         options,
-        consumer,
+        consumer: Arc::new(consumer),
         decoder,
         dead_letter_topic,
-        next: BTreeMap::new(),
         events,
         shutdown,
+    };
+    let mut worker = Worker {
+        batches: Arc::new(batches),
+        worker_id: WORKER_IDS.fetch_add(1, Ordering::Relaxed),
+        next: BTreeMap::new(),
     };
     let exit = worker.run_loop(assignments).await;
     worker.node.budget.release(worker.worker_id);
     exit
 }
 
-impl Worker {
+impl Batches {
     fn emit(&self, event: WorkerEvent) {
         if let Some(events) = &self.events {
             let _ = events.send(event);
         }
     }
+}
 
+impl Worker {
     async fn run_loop(&mut self, mut assignments: mpsc::UnboundedReceiver<Assignment>) -> anyhow::Result<WorkerExit> {
         let rollover = self.publisher.rollover();
         let mut buffer = Buffer::default();
         let topic = self.publisher.source.topic.clone();
         tracing::info!(publisher = %self.id, %topic, ?rollover, "stream worker started");
+        // At most one batch is processed while the next one fills.
+        let mut in_flight: Option<tokio::task::JoinHandle<Outcome>> = None;
+        // One message stream for the worker's life (each `recv()` would register a waker anew).
+        let consumer = self.consumer.clone();
+        let mut messages = consumer.stream();
         loop {
             let deadline = buffer.deadline(&rollover);
             let mut shutdown = self.shutdown.clone();
             let closed = tokio::select! {
                 biased;
                 _ = stopped(&mut shutdown) => {
-                    if !buffer.is_empty() {
-                        let batch = buffer.close(RolloverReason::Shutdown);
-                        match tokio::time::timeout(self.options.shutdown_deadline, self.process(batch)).await {
-                            Ok(Ok(())) => {}
-                            Ok(Err(exit)) => return Ok(exit),
-                            Err(_) => self.emit(WorkerEvent::Dropped { reason: "shutdown deadline passed; the batch is re-read on restart".into() }),
+                    let deadline = self.options.shutdown_deadline;
+                    let finish = async {
+                        if let Some(task) = in_flight.take()
+                            && let Some(exit) = self.settle(task.await.expect("processing does not panic"), &mut buffer)
+                        {
+                            return Some(exit);
                         }
+                        if buffer.is_empty() {
+                            return None;
+                        }
+                        let batch = buffer.close(RolloverReason::Shutdown);
+                        let outcome = self.batches.clone().process(batch).await;
+                        self.settle(outcome, &mut buffer)
+                    };
+                    match tokio::time::timeout(deadline, finish).await {
+                        Ok(Some(WorkerExit::Failed(e))) => return Ok(WorkerExit::Failed(e)),
+                        Ok(_) => {}
+                        Err(_) => self.emit(WorkerEvent::Dropped { reason: "shutdown deadline passed; the batch is re-read on restart".into() }),
                     }
                     tracing::info!(publisher = %self.id, "stream worker stopped");
                     return Ok(WorkerExit::Shutdown);
+                }
+                outcome = async { in_flight.as_mut().expect("guarded").await }, if in_flight.is_some() => {
+                    in_flight = None;
+                    if let Some(exit) = self.settle(outcome.expect("processing does not panic"), &mut buffer) {
+                        return Ok(exit);
+                    }
+                    None
                 }
                 Some(change) = assignments.recv() => {
                     match &change {
@@ -252,20 +312,22 @@ impl Worker {
                 _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
                     buffer.due(&rollover, tokio::time::Instant::now()).map(|reason| buffer.close(reason))
                 }
-                received = self.consumer.recv() => {
+                Some(received) = messages.next() => {
                     let mut received = Some(received.map(|m| consume::to_raw(&m)));
                     let mut closed = None;
                     // Take what librdkafka has already queued without going round the select
-                    // (and its timers) once per message; stop as soon as a batch closes.
+                    // (and its timers) once per message; stop as soon as a batch closes. One
+                    // clock reading and one look at the node's budget serve the whole run.
+                    let now = tokio::time::Instant::now();
+                    let budget = self.node.budget.share(self.worker_id, buffer.bytes());
                     for _ in 0..DRAIN_AT_ONCE {
-                        let queued = || self.consumer.recv().now_or_never().map(|r| r.map(|m| consume::to_raw(&m)));
+                        let queued = || messages.next().now_or_never().flatten().map(|r| r.map(|m| consume::to_raw(&m)));
                         let Some(next) = received.take().or_else(queued) else { break };
                         match next {
                             Ok(raw) => {
-                                self.accept(raw, &mut buffer)?;
-                                let over_budget = self.node.budget.update(self.worker_id, buffer.bytes());
-                                let reason = buffer.due(&rollover, tokio::time::Instant::now())
-                                    .or(over_budget.then_some(RolloverReason::MemoryBudget));
+                                self.accept(raw, &mut buffer, now)?;
+                                let reason = buffer.due(&rollover, now)
+                                    .or(budget.over(buffer.bytes()).then_some(RolloverReason::MemoryBudget));
                                 if let Some(reason) = reason {
                                     closed = Some(buffer.close(reason));
                                     break;
@@ -278,20 +340,52 @@ impl Worker {
                             }
                         }
                     }
+                    if closed.is_none() {
+                        // The other workers see this buffer as it is now.
+                        self.node.budget.share(self.worker_id, buffer.bytes());
+                    }
                     closed
                 }
             };
             if let Some(batch) = closed {
                 self.node.budget.update(self.worker_id, 0);
-                if let Err(exit) = self.process(batch).await {
+                // The batch before must be settled first: commits go in order.
+                if let Some(task) = in_flight.take()
+                    && let Some(exit) = self.settle(task.await.expect("processing does not panic"), &mut buffer)
+                {
                     return Ok(exit);
                 }
+                for r in &batch.ranges {
+                    self.next.insert(r.partition, Some(r.last + 1));
+                }
+                in_flight = Some(tokio::spawn(self.batches.clone().process(batch)));
             }
         }
     }
 
+    /// Applies how a batch ended; `Some` when the worker must stop.
+    fn settle(&mut self, outcome: Outcome, buffer: &mut Buffer) -> Option<WorkerExit> {
+        match outcome {
+            Outcome::Committed { ranges, execution, staged } => {
+                self.committed(&ranges, execution, staged);
+                None
+            }
+            Outcome::Conflict { ranges, error } => {
+                tracing::warn!(publisher = %self.id, error = %error, "another worker committed these partitions; re-reading them");
+                self.emit(WorkerEvent::Dropped { reason: error.to_string() });
+                // What was read past the batch on those partitions goes too: all of it is re-read.
+                let partitions: Vec<i32> = ranges.iter().map(|r| r.partition).collect();
+                buffer.drop_partitions(&partitions);
+                self.reseek(&ranges);
+                None
+            }
+            Outcome::Abandoned => Some(WorkerExit::Shutdown),
+            Outcome::Failed(exit) => Some(exit),
+        }
+    }
+
     /// Buffers a message unless the catalog says it is already committed.
-    fn accept(&mut self, raw: RawMessage, buffer: &mut Buffer) -> anyhow::Result<()> {
+    fn accept(&mut self, raw: RawMessage, buffer: &mut Buffer, now: tokio::time::Instant) -> anyhow::Result<()> {
         let expected = match self.next.get(&raw.partition) {
             Some(expected) => *expected,
             None => {
@@ -305,13 +399,14 @@ impl Worker {
             tracing::debug!(publisher = %self.id, partition = raw.partition, offset = raw.offset, "skipping a message the catalog already has");
             return Ok(());
         }
-        buffer.push(raw, expected, tokio::time::Instant::now());
+        buffer.push(raw, expected, now);
         Ok(())
     }
+}
 
-    /// Decodes, stages, publishes and commits one closed batch, retrying with
-    /// backoff. `Err` means the publisher has failed for good.
-    async fn process(&mut self, batch: ClosedBatch) -> Result<(), WorkerExit> {
+impl Batches {
+    /// Decodes, stages, publishes and commits one closed batch, retrying with backoff.
+    async fn process(self: Arc<Self>, batch: ClosedBatch) -> Outcome {
         let started_at_ms = now_ms();
         let ClosedBatch { reason, ranges, messages, bytes } = batch;
         let message_count = messages.len();
@@ -331,16 +426,8 @@ impl Worker {
         loop {
             attempt += 1;
             match self.attempt(reason, &ranges, &partitions, &dead, started_at_ms, &mut timings).await {
-                Ok(Attempt::Committed(execution, staged)) => {
-                    self.committed(&ranges, execution, staged);
-                    return Ok(());
-                }
-                Ok(Attempt::Conflict(e)) => {
-                    tracing::warn!(publisher = %self.id, error = %e, "another worker committed these partitions; re-reading them");
-                    self.emit(WorkerEvent::Dropped { reason: e.to_string() });
-                    self.reseek(&ranges);
-                    return Ok(());
-                }
+                Ok(Attempt::Committed(execution, staged)) => return Outcome::Committed { ranges, execution, staged },
+                Ok(Attempt::Conflict(error)) => return Outcome::Conflict { ranges, error },
                 Err(failure) => {
                     let error = format!("{:#}", failure.error);
                     tracing::warn!(publisher = %self.id, attempt, error = %error, "batch attempt failed");
@@ -362,7 +449,7 @@ impl Worker {
                     self.emit(WorkerEvent::AttemptFailed { attempt, error: error.clone() });
                     if attempt >= self.options.max_attempts {
                         tracing::error!(publisher = %self.id, attempts = attempt, error = %error, "publisher failed; its offsets stay where they were");
-                        return Err(WorkerExit::Failed(error));
+                        return Outcome::Failed(WorkerExit::Failed(error));
                     }
                     let backoff = self
                         .options
@@ -373,7 +460,7 @@ impl Worker {
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
                         // Shutting down mid-retry: nothing was committed, the batch is re-read on restart.
-                        _ = stopped(&mut shutdown) => return Ok(()),
+                        _ = stopped(&mut shutdown) => return Outcome::Abandoned,
                     }
                 }
             }
@@ -527,19 +614,6 @@ impl Worker {
         Ok(Attempt::Committed(execution, staged))
     }
 
-    /// After a commit: the catalog's offsets moved past the batch.
-    fn committed(&mut self, ranges: &[PartitionRange], execution: Execution, staged: Vec<PathBuf>) {
-        for r in ranges {
-            self.next.insert(r.partition, Some(r.last + 1));
-        }
-        let data_dir = self.node.catalog.data_dir();
-        for path in staged {
-            let _ = std::fs::remove_file(data_dir.join(path));
-        }
-        tracing::info!(publisher = %self.id, rows_in = execution.rows_in, rows_out = execution.rows_out, dead_letters = execution.dead_letters, version = ?execution.table_version, "batch committed");
-        self.emit(WorkerEvent::Committed(execution));
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn execution(
         &self,
@@ -579,6 +653,22 @@ impl Worker {
         if let Err(e) = self.consumer.commit(&tpl, CommitMode::Async) {
             tracing::warn!(publisher = %self.id, error = %e, "committing group offsets (for lag tools) failed");
         }
+    }
+}
+
+/// What settling a batch changes on the consuming side.
+impl Worker {
+    /// After a commit: the catalog's offsets moved past the batch.
+    fn committed(&mut self, ranges: &[PartitionRange], execution: Execution, staged: Vec<PathBuf>) {
+        for r in ranges {
+            self.next.insert(r.partition, Some(r.last + 1));
+        }
+        let data_dir = self.node.catalog.data_dir();
+        for path in staged {
+            let _ = std::fs::remove_file(data_dir.join(path));
+        }
+        tracing::info!(publisher = %self.id, rows_in = execution.rows_in, rows_out = execution.rows_out, dead_letters = execution.dead_letters, version = ?execution.table_version, "batch committed");
+        self.emit(WorkerEvent::Committed(execution));
     }
 
     /// After a conflict: take the catalog's offsets again and read on from there.
