@@ -33,14 +33,30 @@ pub fn table_file(collection: &str, table: &str, topic: &str, ranges: &[Partitio
     Path::new("tables").join(collection).join(table).join(format!("part-{digest}.parquet"))
 }
 
+/// How a parquet file is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A table's file, kept: dictionary-encoded and zstd-compressed.
+    Table,
+    /// A staged file, deleted once its batch commits: written plainly, because
+    /// encoding and compressing it cost more CPU than its bytes on disk.
+    Staged,
+}
+
 /// Writes `batches` as one parquet file, via a temporary name and a rename, so
 /// a crash never leaves a half-written file under the real name.
-pub fn write_parquet(path: &Path, schema: &SchemaRef, batches: &[RecordBatch]) -> anyhow::Result<()> {
+pub fn write_parquet(path: &Path, schema: &SchemaRef, batches: &[RecordBatch], kind: Kind) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let tmp = path.with_extension("parquet.tmp");
-    let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())).build();
+    let props = match kind {
+        Kind::Table => WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())),
+        Kind::Staged => {
+            WriterProperties::builder().set_compression(Compression::UNCOMPRESSED).set_dictionary_enabled(false)
+        }
+    }
+    .build();
     let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props))?;
     for batch in batches {

@@ -494,7 +494,7 @@ impl Batches {
             tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
                 let t = Instant::now();
                 for (path, batch) in paths.iter().zip(&batches) {
-                    stage::write_parquet(&dir.join(path), &schema, std::slice::from_ref(batch))?;
+                    stage::write_parquet(&dir.join(path), &schema, std::slice::from_ref(batch), stage::Kind::Staged)?;
                 }
                 Ok(t.elapsed())
             })
@@ -575,7 +575,12 @@ impl Batches {
                 let version = match output {
                     Some(out) if out.frame.rows() > 0 => {
                         let path = stage::table_file(&collection, &table, &topic, &ranges);
-                        stage::write_parquet(&catalog.data_dir().join(&path), &out.frame.schema, &out.frame.batches)?;
+                        stage::write_parquet(
+                            &catalog.data_dir().join(&path),
+                            &out.frame.schema,
+                            &out.frame.batches,
+                            stage::Kind::Table,
+                        )?;
                         Some(NewVersion { table, files: vec![path.display().to_string()], rows: rows_out })
                     }
                     _ => None,

@@ -167,7 +167,7 @@ fn write_outputs(dir: &Path, tables: &[OutputTable]) -> anyhow::Result<Vec<Table
         .map(|table| {
             // Table names are checked by the runtime, so they are safe file names.
             let path = dir.join(format!("{}.parquet", table.name));
-            weir::stage::write_parquet(&path, &table.frame.schema, &table.frame.batches)
+            weir::stage::write_parquet(&path, &table.frame.schema, &table.frame.batches, weir::stage::Kind::Table)
                 .with_context(|| format!("writing {}", path.display()))?;
             Ok(table_report(table.name.clone(), &table.frame, path))
         })
