@@ -192,7 +192,7 @@ fn print_figures(f: &Figures) {
     );
     for m in &f.memory {
         println!(
-            "6 peak RSS of `weir stream`, kafka.size_rollover_mb = {:>3}: {:>6.0} MB (target ≤ 1.5 × {} + 100 = {:.0} MB)",
+            "6 peak RSS of `weir stream`, kafka.size_rollover_mb = {:>3}: {:>6.0} MB (target ≤ 1.5 × {} + 100 = {:.0} MB; plugin memory limit 4 × the batch)",
             m.size_rollover_mb, m.peak_rss_mb, m.size_rollover_mb, m.target_mb
         );
     }

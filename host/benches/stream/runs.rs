@@ -313,6 +313,8 @@ fn peak_rss(broker: &Broker, n: usize, size_mb: u64) -> Memory {
         .arg(dir.path().join("p.toml"))
         .arg("--plugin")
         .arg(common::guest_path("read-clicks"))
+        // A passthrough holds its input and its output in guest memory: room for both.
+        .args(["--memory-limit", &format!("{}MiB", (4 * size_mb).max(256))])
         .args(["--bootstrap-servers", &broker.bootstrap(), "--group-id", &format!("rss-{size_mb}"), "--data-dir"])
         .arg(dir.path());
     for (k, v) in broker.client_settings() {
