@@ -461,6 +461,17 @@ fn tokens_are_required_and_tenants_see_only_their_own() {
     assert_eq!(server.http("POST", "/v1/collections", Some(&other), Some(Body::Json(body))).0, 201);
     assert_eq!(server.http("GET", "/v1/collections/events/tables", Some(&other), None).1, json!([]));
 
+    // Settings that would reach the server's files or run its commands are refused.
+    for settings in
+        [json!({ "plugin.library.paths": "/tmp/evil.so" }), json!({ "sasl.kerberos.kinit.cmd": "touch /tmp/pwned" })]
+    {
+        let body = json!({ "bootstrap_servers": bootstrap, "client_settings": settings });
+        let (status, answer) =
+            server.http("PUT", "/v1/collections/events/connection", Some(&other), Some(Body::Json(body)));
+        assert_eq!(status, 422, "{answer}");
+        assert!(answer["error"].as_str().unwrap().contains("is not accepted by a server"), "{answer}");
+    }
+
     // Secrets are stored, never returned.
     let body = json!({ "bootstrap_servers": bootstrap, "credentials": { "mechanism": "PLAIN", "username": "u", "password": "hunter2" },
                        "client_settings": { "sasl.oauthbearer.client.secret": "s3cret" } });

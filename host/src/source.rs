@@ -78,6 +78,36 @@ pub struct Tls {
 }
 
 impl KafkaConnection {
+    /// Refuses what a shared server must not take from a tenant: settings that
+    /// name files on the server, or libraries and commands librdkafka would
+    /// load or run there (`plugin.library.paths`, `sasl.kerberos.kinit.cmd`, …).
+    /// TLS material comes as PEM contents instead (`ssl.ca.pem`, `ssl.certificate.pem`, `ssl.key.pem`).
+    pub fn check_for_server(&self) -> Result<(), String> {
+        if let Some(tls) = &self.tls
+            && (tls.ca_file.is_some() || tls.cert_file.is_some() || tls.key_file.is_some())
+        {
+            return Err("a server does not read files a connection names: give the TLS material as PEM contents in \
+                 client_settings `ssl.ca.pem`, `ssl.certificate.pem` and `ssl.key.pem`, with `security.protocol`"
+                .into());
+        }
+        let refused = |key: &str| {
+            key.ends_with(".location")
+                || key.ends_with(".paths")
+                || key.starts_with("plugin.")
+                || key.starts_with("ssl.engine")
+                || key.starts_with("ssl.providers")
+                || key.starts_with("ssl.ca.certificate.stores")
+                || key.starts_with("sasl.kerberos.")
+                || key == "interceptors"
+        };
+        match self.client_settings.keys().find(|k| refused(k)) {
+            Some(key) => Err(format!(
+                "client setting `{key}` is not accepted by a server: it names a file, library or command on the server's machine"
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// What may be shown of the connection: everything but secrets (the SASL
     /// password, and pass-through settings whose names say they hold one).
     pub fn redacted(&self) -> serde_json::Value {
@@ -320,6 +350,24 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_server_refuses_settings_that_reach_its_files_or_run_its_commands() {
+        let with = |key: &str| KafkaConnection {
+            bootstrap_servers: "b:9092".into(),
+            client_settings: BTreeMap::from([(key.to_string(), "x".to_string())]),
+            ..KafkaConnection::default()
+        };
+        for key in ["plugin.library.paths", "sasl.kerberos.kinit.cmd", "ssl.key.location", "ssl.engine.location"] {
+            assert!(with(key).check_for_server().unwrap_err().contains(key), "{key}");
+        }
+        for key in ["ssl.ca.pem", "security.protocol", "session.timeout.ms", "fetch.wait.max.ms"] {
+            assert_eq!(with(key).check_for_server(), Ok(()), "{key}");
+        }
+        let tls =
+            KafkaConnection { tls: Some(Tls { ca_file: Some("/etc/ca.pem".into()), ..Tls::default() }), ..with("a") };
+        assert!(tls.check_for_server().unwrap_err().contains("PEM contents"));
+    }
 
     fn cfg(v: serde_json::Value) -> Result<SourceConfig, SourceError> {
         let map: BTreeMap<String, serde_json::Value> = serde_json::from_value(v).unwrap();

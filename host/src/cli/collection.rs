@@ -1,6 +1,7 @@
 //! `weir collection` and `weir connection`: collections and the
 //! `kafka-topic-in` connection bound to each.
 
+use anyhow::Context as _;
 use serde_json::{Value, json};
 
 use super::client::{Client, Remote, cell, print_rows, time};
@@ -57,8 +58,8 @@ fn print_collection(c: &Value) {
             let creds = &connection["credentials"];
             println!("  sasl       {} as {} (password stored)", cell(&creds["mechanism"]), cell(&creds["username"]));
         }
-        if !connection["tls"].is_null() {
-            println!("  tls        ca {}", cell(&connection["tls"]["ca_file"]));
+        if connection["client_settings"].get("ssl.ca.pem").is_some() {
+            println!("  tls        CA certificate stored");
         }
     }
     println!("publishers   {}", cell(&c["publishers"]));
@@ -70,7 +71,7 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
     let client = Client::new(&args.server);
     match args.command {
         Command::Create { name, group, connection } => {
-            let body = json!({ "name": name, "group": group, "connection": connection.connection()? });
+            let body = json!({ "name": name, "group": group, "connection": connection.for_server()? });
             let answer = client.post("/v1/collections", &body)?;
             client.print(&answer, print_collection);
         }
@@ -117,8 +118,10 @@ pub fn run_connection(args: Remote<ConnectionCommand>) -> anyhow::Result<()> {
             });
         }
         ConnectionCommand::Set { collection, connection } => {
-            let answer =
-                client.put(&format!("/v1/collections/{collection}/connection"), &json!(connection.required()?))?;
+            let connection = connection.for_server()?.context(
+                "no connection given: pass --bootstrap-servers HOST:PORT (or WEIR_BOOTSTRAP_SERVERS), or --connection-file",
+            )?;
+            let answer = client.put(&format!("/v1/collections/{collection}/connection"), &json!(connection))?;
             client.print(&answer, print_collection);
         }
     }

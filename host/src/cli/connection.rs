@@ -83,6 +83,25 @@ impl ConnectionArgs {
         }))
     }
 
+    /// The connection as a server takes it: TLS files are read here and sent as
+    /// PEM contents (a server never reads files a tenant names).
+    pub fn for_server(&self) -> anyhow::Result<Option<KafkaConnection>> {
+        let Some(mut connection) = self.connection()? else { return Ok(None) };
+        if let Some(tls) = connection.tls.take() {
+            for (key, file) in
+                [("ssl.ca.pem", tls.ca_file), ("ssl.certificate.pem", tls.cert_file), ("ssl.key.pem", tls.key_file)]
+            {
+                if let Some(file) = file {
+                    let pem = std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?;
+                    connection.client_settings.insert(key.into(), pem);
+                }
+            }
+            let protocol = if connection.credentials.is_some() { "sasl_ssl" } else { "ssl" };
+            connection.client_settings.entry("security.protocol".into()).or_insert_with(|| protocol.into());
+        }
+        Ok(Some(connection))
+    }
+
     /// The connection, required.
     pub fn required(&self) -> anyhow::Result<KafkaConnection> {
         self.connection()?.context(

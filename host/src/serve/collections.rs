@@ -54,7 +54,7 @@ fn check_connection(connection: &KafkaConnection) -> ApiResult<()> {
     if connection.bootstrap_servers.trim().is_empty() {
         return Err(ApiError::invalid("the connection needs bootstrap_servers: `host:port[,host:port]`"));
     }
-    Ok(())
+    connection.check_for_server().map_err(ApiError::invalid)
 }
 
 pub fn view(app: &App, collection: &Collection) -> ApiResult<Value> {

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
@@ -156,9 +155,5 @@ impl Supervisor {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
-    }
-
-    pub fn shutdown_deadline(&self) -> Duration {
-        self.options.shutdown_deadline
     }
 }
