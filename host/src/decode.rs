@@ -101,7 +101,11 @@ impl JsonDecoder {
         let mut batches = Vec::new();
         self.flush_or_bisect(decoder, &good, &mut batches, &mut dead);
         dead.sort_by_key(|d| (d.message.partition, d.message.offset));
-        let batch = concat_batches(&self.output, &batches).expect("batches of one schema");
+        // Without bad messages there is one batch: no need to copy it into another.
+        let batch = match batches.len() {
+            1 => batches.pop().expect("one batch"),
+            _ => concat_batches(&self.output, &batches).expect("batches of one schema"),
+        };
         (batch, dead)
     }
 
