@@ -351,8 +351,20 @@ fn every_registration_failure_is_a_4xx_that_says_what_to_do() {
     let (status, answer) = register(&server, &token, "events", &good, &plugin, false);
     assert_eq!(status, 409);
     assert!(answer["error"].as_str().unwrap().contains("publisher `events/read_clicks` already exists: pass --update"));
-    let (status, answer) = register(&server, &token, "events", &good, &plugin, true);
+    // An update swaps the plugin and the rollover; the new plugin's log shows in its executions.
+    let (status, enrich) =
+        server.http("POST", "/v1/plugins", Some(&token), Some(Body::Bytes(common::guest("clicks-enrich"))));
+    assert_eq!(status, 201, "{enrich}");
+    let every_ten = format!("{good}\n[source.kafka.src_cfg]\n\"kafka.messages_rollover\" = 10\n");
+    let (status, answer) = register(&server, &token, "events", &every_ten, enrich["sha256"].as_str().unwrap(), true);
     assert_eq!(status, 200, "{answer}");
+    block_on(produce(bootstrap, "clicks", &clicks(0, 10)));
+    let id = poll("an execution", || {
+        let list = server.cli_json(&token, &["execution", "list", "events/read_clicks"]);
+        list.as_array().unwrap().iter().find(|e| e["status"] == "committed").map(|e| e["id"].to_string())
+    });
+    let out = server.cli_ok(&token, &["execution", "show", &id]);
+    assert!(out.contains("plugin log:") && out.contains("info  log    kept ") && out.contains("of 10 clicks"), "{out}");
     let other = good.replace("name = \"read_clicks\"", "name = \"other\"");
     let (status, answer) = register(&server, &token, "events", &other, &plugin, false);
     assert_eq!(status, 403);

@@ -179,7 +179,6 @@ impl std::ops::Deref for Worker {
 /// How processing a closed batch ended.
 enum Outcome {
     Committed {
-        ranges: Vec<PartitionRange>,
         execution: Execution,
         staged: Vec<PathBuf>,
     },
@@ -366,8 +365,8 @@ impl Worker {
     /// Applies how a batch ended; `Some` when the worker must stop.
     fn settle(&mut self, outcome: Outcome, buffer: &mut Buffer) -> Option<WorkerExit> {
         match outcome {
-            Outcome::Committed { ranges, execution, staged } => {
-                self.committed(&ranges, execution, staged);
+            Outcome::Committed { execution, staged } => {
+                self.committed(execution, staged);
                 None
             }
             Outcome::Conflict { ranges, error } => {
@@ -426,7 +425,7 @@ impl Batches {
         loop {
             attempt += 1;
             match self.attempt(reason, &ranges, &partitions, &dead, started_at_ms, &mut timings).await {
-                Ok(Attempt::Committed(execution, staged)) => return Outcome::Committed { ranges, execution, staged },
+                Ok(Attempt::Committed(execution, staged)) => return Outcome::Committed { execution, staged },
                 Ok(Attempt::Conflict(error)) => return Outcome::Conflict { ranges, error },
                 Err(failure) => {
                     let error = format!("{:#}", failure.error);
@@ -664,10 +663,8 @@ impl Batches {
 /// What settling a batch changes on the consuming side.
 impl Worker {
     /// After a commit: the catalog's offsets moved past the batch.
-    fn committed(&mut self, ranges: &[PartitionRange], execution: Execution, staged: Vec<PathBuf>) {
-        for r in ranges {
-            self.next.insert(r.partition, Some(r.last + 1));
-        }
+    /// (`next` moved past the batch when it closed.)
+    fn committed(&mut self, execution: Execution, staged: Vec<PathBuf>) {
         let data_dir = self.node.catalog.data_dir();
         for path in staged {
             let _ = std::fs::remove_file(data_dir.join(path));

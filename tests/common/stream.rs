@@ -54,29 +54,7 @@ impl Harness {
 
     /// The `events/read_clicks` publisher of topic `clicks` with `src_cfg`, running `plugin`.
     pub fn publisher(&self, plugin: &str, src_cfg: Value, dead_letter_topic: Option<&str>) -> StreamPublisher {
-        let src_cfg: BTreeMap<String, Value> = serde_json::from_value(src_cfg).expect("src_cfg object");
-        let mut schema = CLICKS_SCHEMA.to_string();
-        if plugin == "fixture-fail-until" {
-            schema = schema.replace(
-                r#""device": { "type": "string" }"#,
-                r#""device": { "type": "string" }, "not_before_ms": { "type": "integer" }"#,
-            );
-        }
-        StreamPublisher {
-            collection: "events".into(),
-            name: "read_clicks".into(),
-            connection: self.connection(),
-            source: KafkaSource {
-                topic: "clicks".into(),
-                data_format: DataFormat::Json,
-                schema: load_schema(&schema, None).expect("schema"),
-                config: SourceConfig::parse(&src_cfg).expect("src_cfg"),
-                dead_letter_topic: dead_letter_topic.map(str::to_string),
-            },
-            flush_interval_mins: 60,
-            plugin: self.runtime.load(&super::guest(plugin)).expect("plugin"),
-            limits: Limits::default(),
-        }
+        publisher(self.connection(), &self.runtime, plugin, "clicks", src_cfg, dead_letter_topic)
     }
 
     pub fn node(&self) -> Node {
@@ -109,6 +87,40 @@ impl Harness {
             }
         }
         ids
+    }
+}
+
+/// The `events/read_clicks` publisher of `topic` (clicks), read through `connection`, running `plugin`.
+pub fn publisher(
+    connection: KafkaConnection,
+    runtime: &Runtime,
+    plugin: &str,
+    topic: &str,
+    src_cfg: Value,
+    dead_letter_topic: Option<&str>,
+) -> StreamPublisher {
+    let src_cfg: BTreeMap<String, Value> = serde_json::from_value(src_cfg).expect("src_cfg object");
+    let mut schema = CLICKS_SCHEMA.to_string();
+    if plugin == "fixture-fail-until" {
+        schema = schema.replace(
+            r#""device": { "type": "string" }"#,
+            r#""device": { "type": "string" }, "not_before_ms": { "type": "integer" }"#,
+        );
+    }
+    StreamPublisher {
+        collection: "events".into(),
+        name: "read_clicks".into(),
+        connection,
+        source: KafkaSource {
+            topic: topic.into(),
+            data_format: DataFormat::Json,
+            schema: load_schema(&schema, None).expect("schema"),
+            config: SourceConfig::parse(&src_cfg).expect("src_cfg"),
+            dead_letter_topic: dead_letter_topic.map(str::to_string),
+        },
+        flush_interval_mins: 60,
+        plugin: runtime.load(&super::guest(plugin)).expect("plugin"),
+        limits: Limits::default(),
     }
 }
 

@@ -1,6 +1,5 @@
 //! The runs, each on the same broker and the same data.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -14,11 +13,12 @@ use tokio::sync::{mpsc, watch};
 
 use weir::buffer::MemoryBudget;
 use weir::catalog::{Catalog, Timings};
-use weir::plugin::{Limits, Runtime, RuntimeConfig};
-use weir::source::{DataFormat, KafkaConnection, KafkaSource, SourceConfig, load_schema};
-use weir::worker::{self, Node, PublishStage, StreamPublisher, WorkerEvent, WorkerOptions};
+use weir::plugin::{Runtime, RuntimeConfig};
+use weir::source::KafkaConnection;
+use weir::worker::{self, Node, PublishStage, WorkerEvent, WorkerOptions};
 
-use super::common::{self, stream::CLICKS_SCHEMA};
+use super::common;
+use super::common::stream::{self, CLICKS_SCHEMA};
 use super::dataset::{self, PARTITIONS};
 use super::{BATCH, Broker, Figures, Latency, Memory, Rate, SIZE_MB};
 
@@ -111,33 +111,12 @@ fn raw_consume(bootstrap: &str, settings: &[(&str, &str)], n: usize) -> Duration
     started.unwrap().elapsed()
 }
 
-fn publisher(
-    broker: &Broker,
-    runtime: &Runtime,
-    topic: &str,
-    group: &str,
-    src_cfg: serde_json::Value,
-) -> StreamPublisher {
-    let src_cfg: BTreeMap<String, serde_json::Value> = serde_json::from_value(src_cfg).unwrap();
-    StreamPublisher {
-        collection: "events".into(),
-        name: "read_clicks".into(),
-        connection: KafkaConnection {
-            bootstrap_servers: broker.bootstrap(),
-            group_id: Some(group.into()),
-            client_settings: broker.client_settings().iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ..KafkaConnection::default()
-        },
-        source: KafkaSource {
-            topic: topic.into(),
-            data_format: DataFormat::Json,
-            schema: load_schema(CLICKS_SCHEMA, None).unwrap(),
-            config: SourceConfig::parse(&src_cfg).unwrap(),
-            dead_letter_topic: None,
-        },
-        flush_interval_mins: 1,
-        plugin: runtime.load(&common::guest("read-clicks")).unwrap(),
-        limits: Limits::default(),
+fn connection(broker: &Broker, group: &str) -> KafkaConnection {
+    KafkaConnection {
+        bootstrap_servers: broker.bootstrap(),
+        group_id: Some(group.into()),
+        client_settings: broker.client_settings().iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..KafkaConnection::default()
     }
 }
 
@@ -153,7 +132,7 @@ fn start(broker: &Broker, topic: &str, group: &str, src_cfg: serde_json::Value, 
     let dir = tempfile::tempdir().unwrap();
     let catalog = Arc::new(Catalog::open(dir.path()).unwrap());
     let runtime = Arc::new(common::runtime());
-    let publisher = publisher(broker, &runtime, topic, group, src_cfg);
+    let publisher = stream::publisher(connection(broker, group), &runtime, "read-clicks", topic, src_cfg, None);
     let node = Node { catalog: catalog.clone(), runtime, budget: Arc::new(MemoryBudget::new(4 << 30)) };
     let (events_tx, events) = mpsc::unbounded_channel();
     let (stop, shutdown) = watch::channel(false);

@@ -156,6 +156,10 @@ fn collection_row(r: &Row<'_>) -> rusqlite::Result<Collection> {
     })
 }
 
+fn plugin_row(r: &Row<'_>) -> rusqlite::Result<PluginModule> {
+    Ok(PluginModule { sha256: r.get(0)?, size: r.get::<_, i64>(1)? as u64, created_at_ms: r.get(2)? })
+}
+
 fn publisher_row(r: &Row<'_>) -> rusqlite::Result<PublisherRecord> {
     Ok(PublisherRecord {
         collection: collection_row(r)?,
@@ -335,14 +339,19 @@ impl Catalog {
         let mut stmt = conn.prepare_cached(
             "SELECT sha256, size, created_at_ms FROM plugins WHERE tenant_id = ?1 ORDER BY created_at_ms, sha256",
         )?;
-        let rows = stmt.query_map([tenant.id], |r| {
-            Ok(PluginModule { sha256: r.get(0)?, size: r.get::<_, i64>(1)? as u64, created_at_ms: r.get(2)? })
-        })?;
+        let rows = stmt.query_map([tenant.id], plugin_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
     pub fn plugin(&self, tenant: &Tenant, sha256: &str) -> Result<Option<PluginModule>, CatalogError> {
-        Ok(self.plugins(tenant)?.into_iter().find(|p| p.sha256 == sha256))
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT sha256, size, created_at_ms FROM plugins WHERE tenant_id = ?1 AND sha256 = ?2",
+                params![tenant.id, sha256],
+                plugin_row,
+            )
+            .optional()?)
     }
 
     // Publishers.

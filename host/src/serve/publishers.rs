@@ -20,10 +20,10 @@ use super::error::{ApiError, ApiResult};
 use super::metrics::PublisherLabels;
 use super::plugins;
 use super::supervisor::WorkerState;
-use crate::catalog::{Catalog, Collection, Execution, PublisherRecord, Tenant};
+use crate::catalog::{Catalog, Execution, PublisherRecord, Tenant};
 use crate::consume::{self, CheckError};
 use crate::declaration::{Declaration, Resolved};
-use crate::plugin::{Limits, Plugin};
+use crate::plugin::Limits;
 use crate::source::KafkaConnection;
 use crate::worker::{StreamPublisher, table_name_for_topic};
 
@@ -61,31 +61,20 @@ fn limits(tenant: &Tenant) -> Limits {
     }
 }
 
-fn stream_publisher(
-    tenant: &Tenant,
-    collection: &Collection,
-    connection: KafkaConnection,
-    resolved: Resolved,
-    plugin: Plugin,
-) -> StreamPublisher {
-    StreamPublisher {
-        collection: collection.scope(),
-        name: resolved.name,
-        connection,
-        source: resolved.source,
-        flush_interval_mins: resolved.flush_interval_mins,
-        plugin,
-        limits: limits(tenant),
-    }
-}
-
 /// Builds a registered publisher's worker input (blocking: loads the plugin).
 fn build(app: &App, record: &PublisherRecord) -> anyhow::Result<StreamPublisher> {
     let tenant = app.catalog.tenant(&record.collection.tenant)?.ok_or_else(|| anyhow::anyhow!("the tenant is gone"))?;
     let connection = collections::connection(&record.collection).map_err(|e| anyhow::anyhow!(e.message))?.clone();
     let resolved = resolve(&record.declaration).map_err(|e| anyhow::anyhow!(e.message))?;
-    let plugin = plugins::load(app, &record.plugin)?;
-    Ok(stream_publisher(&tenant, &record.collection, connection, resolved, plugin))
+    Ok(StreamPublisher {
+        collection: record.collection.scope(),
+        name: resolved.name,
+        connection,
+        source: resolved.source,
+        flush_interval_mins: resolved.flush_interval_mins,
+        plugin: plugins::load(app, &record.plugin)?,
+        limits: limits(&tenant),
+    })
 }
 
 /// Starts a registered publisher's worker, or records why it cannot start.
@@ -158,9 +147,6 @@ pub async fn register(
     let topic = resolved.source.topic.clone();
     check_broker(&app, connection.clone(), Some(topic.clone())).await?;
 
-    let (task_app, task_digest) = (app.clone(), digest.clone());
-    let plugin = tokio::task::spawn_blocking(move || plugins::load(&task_app, &task_digest)).await??;
-    let publisher = stream_publisher(&tenant, &collection, connection, resolved, plugin);
     if let Some(existing) = &existing {
         app.supervisor.stop(&existing.key()).await;
     }
@@ -169,7 +155,8 @@ pub async fn register(
     if record.paused {
         tracing::info!(publisher = %record.key(), "updated while paused: stays paused");
     } else {
-        app.supervisor.start(record.key(), labels(&record), publisher);
+        // The same start as on boot: from the record, with the plugin from the artifact cache.
+        start(&app, &record).await;
     }
     let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
     let verb = if existing.is_some() { "updated" } else { "registered" };
