@@ -81,6 +81,15 @@ impl ConsumerContext for WorkerContext {
 
 pub type WorkerConsumer = StreamConsumer<WorkerContext>;
 
+/// librdkafka settings weir changes from librdkafka's defaults; a connection's
+/// client settings override them.
+///
+/// `fetch.queue.backoff.ms`: once a partition's prefetch queue is full, librdkafka
+/// waits this long before fetching it again (1000 ms by default). A worker that
+/// reads a backlog empties the queue far sooner, then sat idle: on a 1M-message
+/// backlog, stalls of about 850 ms after every 3 batches cut throughput by a third.
+pub const CONSUMER_DEFAULTS: &[(&str, &str)] = &[("fetch.queue.backoff.ms", "10")];
+
 /// A consumer for one publisher, subscribed to its topic.
 pub fn subscribe(
     connection: &KafkaConnection,
@@ -96,7 +105,10 @@ pub fn subscribe(
     };
     let mut config = ClientConfig::new();
     config.set("group.id", group_id).set("auto.offset.reset", reset);
-    // The connection's settings (its pass-through map included) come next and may override those two...
+    for (key, value) in CONSUMER_DEFAULTS {
+        config.set(*key, *value);
+    }
+    // The connection's settings (its pass-through map included) come next and may override all of these...
     for (k, v) in connection.client_config() {
         config.set(k, v);
     }

@@ -88,7 +88,8 @@ fn consumer_config(bootstrap: &str, settings: &[(&str, &str)], group: &str) -> C
         .set("group.id", group)
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false");
-    for (k, v) in settings {
+    // The same consumer settings as weir's.
+    for (k, v) in weir::consume::CONSUMER_DEFAULTS.iter().chain(settings) {
         config.set(*k, *v);
     }
     config
@@ -203,7 +204,7 @@ fn python_path(bootstrap: &str, settings: &[(&str, &str)], timed: usize) -> f64 
         .arg(script)
         .args([bootstrap, "clicks", "python-path", &timed.to_string(), &BATCH.to_string(), &SIZE_MB.to_string()])
         .arg(dir.path())
-        .args(settings.iter().map(|(k, v)| format!("{k}={v}")))
+        .args(weir::consume::CONSUMER_DEFAULTS.iter().chain(settings).map(|(k, v)| format!("{k}={v}")))
         .stderr(Stdio::inherit())
         .output()
         .expect("python3 (scripts/setup.sh installs confluent-kafka and pyarrow)");
