@@ -119,6 +119,58 @@ async fn bad_messages_become_dead_letters_in_the_catalog() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_several_decoded_runs_keeps_every_row_and_dead_letter_in_offset_order() {
+    // About 2.4 MB a partition: each decodes in two ~1 MiB runs while the batch fills, and the rest at the close.
+    let h = Harness::new(2);
+    let long_url = format!("/docs/{}", "x".repeat(300));
+    let bad = [10, 4000, 6001, 11_990];
+    let values: Vec<String> = (0..12_000)
+        .map(|i| match i {
+            10 | 6001 => "not json".to_string(),
+            4000 | 11_990 => {
+                json!({"event_id": format!("evt-{i}"), "user_id": "x", "url": "/", "ts": "2026-11-29T10:00:00Z"})
+                    .to_string()
+            }
+            _ => json!({"event_id": format!("evt-{i}"), "user_id": i, "url": long_url, "ts": "2026-11-29T10:00:00Z"})
+                .to_string(),
+        })
+        .collect();
+    h.produce("clicks", &values).await;
+    let mut w = h.start(
+        h.publisher(
+            "read-clicks",
+            json!({"kafka.messages_rollover": 12_000, "kafka.time_rollover_seconds": 600}),
+            None,
+        ),
+        WorkerOptions::default(),
+    );
+    let e = w.next_commit().await;
+    assert_eq!((e.rollover_reason.as_str(), e.rows_in, e.rows_out, e.dead_letters), ("messages", 11_996, 11_996, 4));
+    w.stop().await;
+    assert_exactly_once(&h, 11_996);
+    // Rows keep each partition's offset order across runs.
+    let frame =
+        weir::input::read(&h.dir.path().join(&h.catalog.versions("events", "clicks").unwrap()[0].files[0]), None);
+    for batch in frame.unwrap().batches {
+        use arrow::array::AsArray;
+        let (p, o) = (batch.column_by_name("_partition").unwrap(), batch.column_by_name("_offset").unwrap());
+        let (p, o) = (p.as_primitive::<arrow::datatypes::Int32Type>(), o.as_primitive::<arrow::datatypes::Int64Type>());
+        for i in 1..batch.num_rows() {
+            assert!(p.value(i) != p.value(i - 1) || o.value(i) > o.value(i - 1), "row {i} is out of offset order");
+        }
+    }
+    let dead = h.catalog.dead_letters("events/read_clicks").unwrap();
+    let mut dead_values: Vec<String> =
+        dead.iter().map(|d| String::from_utf8(d.value.clone().unwrap()).unwrap()).collect();
+    dead_values.sort();
+    let mut expected: Vec<String> = bad.iter().map(|i| values[*i].clone()).collect();
+    expected.sort();
+    assert_eq!(dead_values, expected);
+    let coordinates: Vec<(i32, i64)> = dead.iter().map(|d| (d.partition, d.offset)).collect();
+    assert!(coordinates.is_sorted(), "dead letters in partition and offset order: {coordinates:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_messages_go_to_the_dead_letter_topic_with_their_coordinates() {
     let h = Harness::new(1);
     h.broker.create_topic("clicks.dlq", 1).unwrap();

@@ -1,5 +1,9 @@
 //! The open batch: messages buffered per partition until a rollover closes it,
 //! and the node-wide memory budget shared by every worker.
+//!
+//! The open batch decodes as it fills: each partition's messages are handed
+//! off in runs of about [`DECODE_RUN_BYTES`], so decoding runs beside the
+//! consumer instead of after the rollover, and the raw copies are let go early.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -7,13 +11,29 @@ use std::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::catalog::PartitionRange;
-use crate::decode::RawMessage;
+use crate::decode::{Decoded, RawMessage};
 use crate::source::{Rollover, RolloverReason};
+
+/// A run of one partition's messages being decoded.
+pub type Decoding = tokio::task::JoinHandle<Decoded>;
+
+/// A partition's run of messages goes to the decoder once it holds this many bytes.
+pub const DECODE_RUN_BYTES: u64 = 1 << 20;
 
 /// Messages of one partition in the open batch.
 #[derive(Debug)]
 struct PartitionBuffer {
+    /// Runs already handed to the decoder, in offset order.
+    decoding: Vec<Decoding>,
+    /// Messages after those runs, not yet handed off.
     messages: Vec<RawMessage>,
+    /// Bytes of `messages`.
+    run_bytes: u64,
+    /// Offsets of the first and the last message buffered.
+    first: i64,
+    last: i64,
+    count: u64,
+    bytes: u64,
     /// The catalog's next offset for this partition when the batch began.
     expected: Option<i64>,
 }
@@ -28,13 +48,22 @@ pub struct Buffer {
     opened_at: Option<Instant>,
 }
 
-/// A closed batch, ready to decode.
+/// A closed batch, ready to finish decoding.
 #[derive(Debug)]
 pub struct ClosedBatch {
     pub reason: RolloverReason,
     pub ranges: Vec<PartitionRange>,
-    pub messages: Vec<RawMessage>,
+    pub partitions: Vec<ClosedPartition>,
+    pub messages: u64,
     pub bytes: u64,
+}
+
+/// One partition of a closed batch: the runs decoding, then the messages after them.
+#[derive(Debug)]
+pub struct ClosedPartition {
+    pub partition: i32,
+    pub decoding: Vec<Decoding>,
+    pub rest: Vec<RawMessage>,
 }
 
 impl Buffer {
@@ -51,15 +80,42 @@ impl Buffer {
     }
 
     /// Adds a message; `expected` is the catalog's offset for its partition.
-    pub fn push(&mut self, message: RawMessage, expected: Option<i64>, now: Instant) {
+    /// Returns the partition's run of messages when it is ready to decode:
+    /// hand it to the decoder and give the task back with [`Buffer::decoding`].
+    #[must_use = "a run returned must be decoded"]
+    pub fn push(&mut self, message: RawMessage, expected: Option<i64>, now: Instant) -> Option<Vec<RawMessage>> {
         self.opened_at.get_or_insert(now);
-        self.bytes += message.size() as u64;
+        let size = message.size() as u64;
+        self.bytes += size;
         self.messages += 1;
-        self.partitions
-            .entry(message.partition)
-            .or_insert_with(|| PartitionBuffer { messages: Vec::new(), expected })
-            .messages
-            .push(message);
+        let buffer = self.partitions.entry(message.partition).or_insert_with(|| PartitionBuffer {
+            decoding: Vec::new(),
+            messages: Vec::new(),
+            run_bytes: 0,
+            first: message.offset,
+            last: message.offset,
+            count: 0,
+            bytes: 0,
+            expected,
+        });
+        buffer.last = message.offset;
+        buffer.count += 1;
+        buffer.bytes += size;
+        buffer.run_bytes += size;
+        buffer.messages.push(message);
+        if buffer.run_bytes < DECODE_RUN_BYTES {
+            return None;
+        }
+        buffer.run_bytes = 0;
+        Some(std::mem::take(&mut buffer.messages))
+    }
+
+    /// Takes back the task decoding a run [`Buffer::push`] returned.
+    pub fn decoding(&mut self, partition: i32, task: Decoding) {
+        match self.partitions.get_mut(&partition) {
+            Some(buffer) => buffer.decoding.push(task),
+            None => task.abort(),
+        }
     }
 
     /// When the time rollover fires, if anything is buffered.
@@ -86,26 +142,30 @@ impl Buffer {
 
     /// Closes the batch, leaving the buffer empty.
     pub fn close(&mut self, reason: RolloverReason) -> ClosedBatch {
-        let bytes = self.bytes;
+        let (bytes, messages) = (self.bytes, self.messages);
         let partitions = std::mem::take(&mut self.partitions);
         *self = Self::default();
         let mut ranges = Vec::with_capacity(partitions.len());
-        let mut messages = Vec::new();
+        let mut closed = Vec::with_capacity(partitions.len());
         for (partition, buffer) in partitions {
-            let first = buffer.messages.first().map_or(0, |m| m.offset);
-            let last = buffer.messages.last().map_or(0, |m| m.offset);
-            ranges.push(PartitionRange { partition, first, last, expected: buffer.expected });
-            messages.extend(buffer.messages);
+            ranges.push(PartitionRange {
+                partition,
+                first: buffer.first,
+                last: buffer.last,
+                expected: buffer.expected,
+            });
+            closed.push(ClosedPartition { partition, decoding: buffer.decoding, rest: buffer.messages });
         }
-        ClosedBatch { reason, ranges, messages, bytes }
+        ClosedBatch { reason, ranges, partitions: closed, messages, bytes }
     }
 
     /// Forgets what was buffered for `partitions` (revoked: another worker re-reads them).
     pub fn drop_partitions(&mut self, partitions: &[i32]) {
         for p in partitions {
             if let Some(dropped) = self.partitions.remove(p) {
-                self.messages -= dropped.messages.len() as u64;
-                self.bytes -= dropped.messages.iter().map(|m| m.size() as u64).sum::<u64>();
+                self.messages -= dropped.count;
+                self.bytes -= dropped.bytes;
+                dropped.decoding.iter().for_each(Decoding::abort);
             }
         }
         if self.messages == 0 {
@@ -182,20 +242,20 @@ mod tests {
         let t0 = Instant::now();
         let mut b = Buffer::default();
         assert_eq!(b.due(&ROLLOVER, t0 + Duration::from_secs(3600)), None, "an empty buffer never closes");
-        b.push(msg(0, 0, 10), None, t0);
+        let _ = b.push(msg(0, 0, 10), None, t0);
         assert_eq!(b.due(&ROLLOVER, t0), None);
         assert_eq!(b.due(&ROLLOVER, t0 + Duration::from_secs(10)), Some(RolloverReason::Time));
 
         let mut b = Buffer::default();
         for i in 0..5 {
-            b.push(msg(0, i, 1), None, t0);
+            let _ = b.push(msg(0, i, 1), None, t0);
         }
         assert_eq!(b.due(&ROLLOVER, t0), Some(RolloverReason::Messages));
 
         let mut b = Buffer::default();
-        b.push(msg(0, 0, 999), None, t0);
+        let _ = b.push(msg(0, 0, 999), None, t0);
         assert_eq!(b.due(&ROLLOVER, t0), None);
-        b.push(msg(1, 0, 1), None, t0);
+        let _ = b.push(msg(1, 0, 1), None, t0);
         assert_eq!(b.due(&ROLLOVER, t0), Some(RolloverReason::Size));
     }
 
@@ -203,9 +263,9 @@ mod tests {
     fn closing_reports_ranges_per_partition_and_empties_the_buffer() {
         let t0 = Instant::now();
         let mut b = Buffer::default();
-        b.push(msg(1, 7, 1), Some(7), t0);
-        b.push(msg(0, 3, 1), None, t0);
-        b.push(msg(1, 8, 1), Some(7), t0);
+        let _ = b.push(msg(1, 7, 1), Some(7), t0);
+        let _ = b.push(msg(0, 3, 1), None, t0);
+        let _ = b.push(msg(1, 8, 1), Some(7), t0);
         let closed = b.close(RolloverReason::Time);
         assert_eq!(
             closed.ranges,
@@ -214,16 +274,39 @@ mod tests {
                 PartitionRange { partition: 1, first: 7, last: 8, expected: Some(7) }
             ]
         );
-        assert_eq!(closed.messages.len(), 3);
+        assert_eq!(closed.messages, 3);
+        let rest: Vec<Vec<i64>> = closed.partitions.iter().map(|p| p.rest.iter().map(|m| m.offset).collect()).collect();
+        assert_eq!(rest, [vec![3], vec![7, 8]]);
         assert!(b.is_empty() && b.deadline(&ROLLOVER).is_none());
+    }
+
+    #[test]
+    fn each_partition_hands_off_runs_of_about_a_mebibyte_and_closes_with_the_rest() {
+        let t0 = Instant::now();
+        let mut b = Buffer::default();
+        let third = (DECODE_RUN_BYTES / 3 + 1) as usize;
+        assert!(b.push(msg(0, 10, third), None, t0).is_none());
+        assert!(b.push(msg(1, 50, third), None, t0).is_none());
+        assert!(b.push(msg(0, 11, third), None, t0).is_none());
+        let run = b.push(msg(0, 12, third), None, t0).expect("partition 0 holds a full run");
+        assert_eq!(run.iter().map(|m| m.offset).collect::<Vec<_>>(), [10, 11, 12]);
+        assert!(b.push(msg(0, 13, 1), None, t0).is_none(), "a new run starts");
+        assert_eq!((b.len(), b.bytes()), (5, 4 * third as u64 + 1), "handed-off messages still count");
+        let closed = b.close(RolloverReason::Size);
+        assert_eq!(
+            closed.ranges.iter().map(|r| (r.partition, r.first, r.last)).collect::<Vec<_>>(),
+            [(0, 10, 13), (1, 50, 50)]
+        );
+        let rest: Vec<Vec<i64>> = closed.partitions.iter().map(|p| p.rest.iter().map(|m| m.offset).collect()).collect();
+        assert_eq!(rest, [vec![13], vec![50]]);
     }
 
     #[test]
     fn revoked_partitions_are_forgotten() {
         let t0 = Instant::now();
         let mut b = Buffer::default();
-        b.push(msg(0, 0, 10), None, t0);
-        b.push(msg(1, 0, 20), None, t0);
+        let _ = b.push(msg(0, 0, 10), None, t0);
+        let _ = b.push(msg(1, 0, 20), None, t0);
         b.drop_partitions(&[1]);
         assert_eq!((b.len(), b.bytes()), (1, 10));
         b.drop_partitions(&[0]);

@@ -15,6 +15,7 @@
 //! | `_key`       | `Binary`                    | the message's key, if it has one      |
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, BinaryArray, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray};
 use arrow::compute::concat_batches;
@@ -48,6 +49,16 @@ pub struct DeadLetter {
     pub error: String,
 }
 
+/// A run of messages, decoded.
+#[derive(Debug)]
+pub struct Decoded {
+    /// The good messages' rows, in offset order.
+    pub batch: RecordBatch,
+    pub dead: Vec<DeadLetter>,
+    /// How long decoding took.
+    pub took: Duration,
+}
+
 /// The provenance columns appended to every decoded row.
 pub fn provenance_fields() -> [Field; 4] {
     [
@@ -78,7 +89,8 @@ impl JsonDecoder {
     }
 
     /// Decodes `messages` into one batch of the good ones, and dead letters for the rest.
-    pub fn decode(&self, messages: Vec<RawMessage>) -> (RecordBatch, Vec<DeadLetter>) {
+    pub fn decode(&self, messages: Vec<RawMessage>) -> Decoded {
+        let started = Instant::now();
         let mut dead = Vec::new();
         // First pass, per message: exactly one complete JSON value.
         let total = messages.len();
@@ -106,7 +118,7 @@ impl JsonDecoder {
             1 => batches.pop().expect("one batch"),
             _ => concat_batches(&self.output, &batches).expect("batches of one schema"),
         };
-        (batch, dead)
+        Decoded { batch, dead, took: started.elapsed() }
     }
 
     fn fresh(&self, rows: usize) -> Decoder {
@@ -213,7 +225,8 @@ mod tests {
 
     #[test]
     fn good_messages_decode_with_provenance() {
-        let (batch, dead) = decoder().decode(vec![msg(10, r#"{"id": 1, "name": "a"}"#), msg(11, r#"{"id": 2}"#)]);
+        let Decoded { batch, dead, .. } =
+            decoder().decode(vec![msg(10, r#"{"id": 1, "name": "a"}"#), msg(11, r#"{"id": 2}"#)]);
         assert!(dead.is_empty());
         assert_eq!(batch.num_rows(), 2);
         let names: Vec<&str> = batch.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
@@ -240,7 +253,7 @@ mod tests {
         tombstone.payload = None;
         let mut all = messages;
         all.push(tombstone);
-        let (batch, dead) = decoder().decode(all);
+        let Decoded { batch, dead, .. } = decoder().decode(all);
         assert_eq!(batch.column(0).as_primitive::<Int64Type>().values(), &[1, 3, 9]);
         assert_eq!(batch.column(3).as_primitive::<Int64Type>().values(), &[0, 2, 8]);
         let dead_offsets: Vec<i64> = dead.iter().map(|d| d.message.offset).collect();
@@ -258,14 +271,14 @@ mod tests {
     fn messages_after_an_incomplete_one_still_decode() {
         let mut messages = vec![msg(0, r#"{"id": 1"#)];
         messages.extend((1..50).map(|i| msg(i, &format!(r#"{{"id": {i}}}"#))));
-        let (batch, dead) = decoder().decode(messages);
+        let Decoded { batch, dead, .. } = decoder().decode(messages);
         assert_eq!(dead.len(), 1);
         assert_eq!(batch.num_rows(), 49);
     }
 
     #[test]
     fn nothing_in_nothing_out() {
-        let (batch, dead) = decoder().decode(vec![]);
+        let Decoded { batch, dead, .. } = decoder().decode(vec![]);
         assert_eq!((batch.num_rows(), dead.len()), (0, 0));
     }
 }

@@ -1,6 +1,7 @@
 //! The stream worker: one per stream publisher. Its run loop reads like the
-//! pipeline: consume → buffer → rollover → decode → stage → dead letters →
-//! publish (WASM) → commit table version + offsets → group offsets.
+//! pipeline: consume → buffer (which decodes each partition in runs as it
+//! fills) → rollover → finish decoding → stage → dead letters → publish (WASM)
+//! → commit table version + offsets → group offsets.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,11 +16,14 @@ use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
-use crate::buffer::{Buffer, ClosedBatch, MemoryBudget};
+use crate::buffer::{Buffer, ClosedBatch, ClosedPartition, MemoryBudget};
 use crate::catalog::{BatchCommit, Catalog, CatalogError, Execution, NewVersion, PartitionRange, Timings, now_ms};
 use crate::consume::{self, Assignment, WorkerConsumer};
 use crate::dead_letters::DeadLetterTopic;
 use crate::decode::{DeadLetter, JsonDecoder, RawMessage};
+
+/// Each partition's rows, as decoded in runs (a partition with none is left out).
+type Partitions = Vec<(i32, Vec<RecordBatch>)>;
 use crate::frames;
 use crate::plugin::{Limits, OutputTable, Plugin, PluginLog, Runtime};
 use crate::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
@@ -398,7 +402,11 @@ impl Worker {
             tracing::debug!(publisher = %self.id, partition = raw.partition, offset = raw.offset, "skipping a message the catalog already has");
             return Ok(());
         }
-        buffer.push(raw, expected, now);
+        let partition = raw.partition;
+        if let Some(run) = buffer.push(raw, expected, now) {
+            let decoder = self.decoder.clone();
+            buffer.decoding(partition, tokio::task::spawn_blocking(move || decoder.decode(run)));
+        }
         Ok(())
     }
 }
@@ -407,18 +415,13 @@ impl Batches {
     /// Decodes, stages, publishes and commits one closed batch, retrying with backoff.
     async fn process(self: Arc<Self>, batch: ClosedBatch) -> Outcome {
         let started_at_ms = now_ms();
-        let ClosedBatch { reason, ranges, messages, bytes } = batch;
-        let message_count = messages.len();
-        self.emit(WorkerEvent::Closed { reason, messages: message_count, bytes });
-        tracing::info!(publisher = %self.id, reason = reason.as_str(), messages = message_count, bytes, "batch closed");
+        let ClosedBatch { reason, ranges, partitions, messages, bytes } = batch;
+        self.emit(WorkerEvent::Closed { reason, messages: messages as usize, bytes });
+        tracing::info!(publisher = %self.id, reason = reason.as_str(), messages, bytes, "batch closed");
 
         let mut timings = Timings::default();
-        let t = Instant::now();
-        let decoder = self.decoder.clone();
-        let (partitions, dead) = tokio::task::spawn_blocking(move || decode_by_partition(&decoder, messages))
-            .await
-            .expect("decoding does not panic");
-        timings.decode = ms(t.elapsed());
+        let (partitions, dead, decoding) = finish_decoding(&self.decoder, partitions).await;
+        timings.decode = ms(decoding);
         crate::crash::point("before-stage");
 
         let mut attempt = 0;
@@ -471,7 +474,7 @@ impl Batches {
         &self,
         reason: RolloverReason,
         ranges: &[PartitionRange],
-        partitions: &[(i32, RecordBatch)],
+        partitions: &Partitions,
         dead: &[DeadLetter],
         started_at_ms: i64,
         timings: &mut Timings,
@@ -487,13 +490,13 @@ impl Batches {
             .filter(|r| partitions.iter().any(|(p, _)| *p == r.partition))
             .map(|r| stage::staged_file(&p.collection, &p.name, &p.source.topic, r))
             .collect();
-        let batches: Vec<RecordBatch> = partitions.iter().map(|(_, b)| b.clone()).collect();
+        let batches: Vec<Vec<RecordBatch>> = partitions.iter().map(|(_, b)| b.clone()).collect();
         let staging = {
             let (dir, paths, schema, batches) = (data_dir.clone(), staged.clone(), schema.clone(), batches.clone());
             tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
                 let t = Instant::now();
-                for (path, batch) in paths.iter().zip(&batches) {
-                    stage::write_parquet(&dir.join(path), &schema, std::slice::from_ref(batch), stage::Kind::Staged)?;
+                for (path, batches) in paths.iter().zip(&batches) {
+                    stage::write_parquet(&dir.join(path), &schema, batches, stage::Kind::Staged)?;
                 }
                 Ok(t.elapsed())
             })
@@ -504,7 +507,7 @@ impl Batches {
         } else {
             let (schema, batches) = (schema.clone(), batches.clone());
             tokio::task::spawn_blocking(move || {
-                batches.iter().map(|b| frames::encode(&schema, std::slice::from_ref(b))).collect::<Result<Vec<_>, _>>()
+                batches.iter().map(|b| frames::encode(&schema, b)).collect::<Result<Vec<_>, _>>()
             })
             .await
             .expect("encoding does not panic")
@@ -531,7 +534,7 @@ impl Batches {
                 return Ok((None, PluginLog::default(), stored_dead));
             }
             if native {
-                let frame = frames::Frame { schema: schema.clone(), batches };
+                let frame = frames::Frame { schema: schema.clone(), batches: batches.concat() };
                 return Ok((Some(OutputTable { name: table.clone(), frame }), PluginLog::default(), stored_dead));
             }
             let run = self
@@ -624,7 +627,7 @@ impl Batches {
         status: &str,
         reason: RolloverReason,
         ranges: &[PartitionRange],
-        partitions: &[(i32, RecordBatch)],
+        partitions: &Partitions,
         dead: usize,
         rows_out: u64,
         started_at_ms: i64,
@@ -637,7 +640,7 @@ impl Batches {
             publisher: self.id.clone(),
             status: status.into(),
             rollover_reason: reason.as_str().into(),
-            rows_in: partitions.iter().map(|(_, b)| b.num_rows() as u64).sum(),
+            rows_in: partitions.iter().flat_map(|(_, b)| b).map(|b| b.num_rows() as u64).sum(),
             rows_out,
             dead_letters: dead as u64,
             offsets: ranges.to_vec(),
@@ -711,22 +714,39 @@ impl Failure {
     }
 }
 
-/// Decodes each partition's messages into one batch; dead letters of all partitions together.
-fn decode_by_partition(decoder: &JsonDecoder, messages: Vec<RawMessage>) -> (Vec<(i32, RecordBatch)>, Vec<DeadLetter>) {
-    let mut by_partition: BTreeMap<i32, Vec<RawMessage>> = BTreeMap::new();
-    for m in messages {
-        by_partition.entry(m.partition).or_default().push(m);
-    }
-    let mut batches = Vec::new();
-    let mut dead = Vec::new();
-    for (partition, messages) in by_partition {
-        let (batch, mut bad) = decoder.decode(messages);
-        if batch.num_rows() > 0 {
-            batches.push((partition, batch));
+/// Waits for each partition's runs to decode and decodes the messages after
+/// them; dead letters of all partitions together, and the time decoding took.
+async fn finish_decoding(
+    decoder: &JsonDecoder,
+    closed: Vec<ClosedPartition>,
+) -> (Partitions, Vec<DeadLetter>, Duration) {
+    // The last runs decode side by side; every run is then awaited in offset order.
+    let closed: Vec<(i32, Vec<_>)> = closed
+        .into_iter()
+        .map(|ClosedPartition { partition, mut decoding, rest }| {
+            if !rest.is_empty() {
+                let decoder = decoder.clone();
+                decoding.push(tokio::task::spawn_blocking(move || decoder.decode(rest)));
+            }
+            (partition, decoding)
+        })
+        .collect();
+    let (mut partitions, mut dead, mut took) = (Vec::new(), Vec::new(), Duration::ZERO);
+    for (partition, decoding) in closed {
+        let mut batches = Vec::with_capacity(decoding.len());
+        for run in decoding {
+            let mut run = run.await.expect("decoding does not panic");
+            took += run.took;
+            dead.append(&mut run.dead);
+            if run.batch.num_rows() > 0 {
+                batches.push(run.batch);
+            }
         }
-        dead.append(&mut bad);
+        if !batches.is_empty() {
+            partitions.push((partition, batches));
+        }
     }
-    (batches, dead)
+    (partitions, dead, took)
 }
 
 /// Resolves once shutdown is asked for (or its sender is gone).
