@@ -21,9 +21,6 @@ use crate::catalog::{BatchCommit, Catalog, CatalogError, Execution, NewVersion, 
 use crate::consume::{self, Assignment, WorkerConsumer};
 use crate::dead_letters::DeadLetterTopic;
 use crate::decode::{DeadLetter, JsonDecoder, RawMessage};
-
-/// Each partition's rows, as decoded in runs (a partition with none is left out).
-type Partitions = Vec<(i32, Vec<RecordBatch>)>;
 use crate::frames;
 use crate::plugin::{Limits, OutputTable, Plugin, PluginLog, Runtime};
 use crate::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
@@ -143,6 +140,9 @@ pub enum WorkerExit {
     /// Too many failed attempts at one batch; nothing of it was committed.
     Failed(String),
 }
+
+/// Each partition's rows, as decoded in runs (a partition with none is left out).
+type Partitions = Vec<(i32, Vec<RecordBatch>)>;
 
 static WORKER_IDS: AtomicU64 = AtomicU64::new(1);
 
