@@ -120,7 +120,7 @@ async fn bad_messages_become_dead_letters_in_the_catalog() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_several_decoded_runs_keeps_every_row_and_dead_letter_in_offset_order() {
-    // About 2.4 MB a partition: each decodes in two ~1 MiB runs while the batch fills, and the rest at the close.
+    // About 2 MB a partition: each decodes in ~1 MiB runs while the batch fills, and the rest at the close.
     let h = Harness::new(2);
     let long_url = format!("/docs/{}", "x".repeat(300));
     let bad = [10, 4000, 6001, 11_990];
@@ -146,6 +146,12 @@ async fn a_batch_of_several_decoded_runs_keeps_every_row_and_dead_letter_in_offs
     );
     let e = w.next_commit().await;
     assert_eq!((e.rollover_reason.as_str(), e.rows_in, e.rows_out, e.dead_letters), ("messages", 11_996, 11_996, 4));
+    // Every partition held well over a run's worth: at least one run went to the decoder before the close.
+    let smallest = values.iter().map(String::len).filter(|n| *n > long_url.len()).min().unwrap() as u64;
+    for r in &e.offsets {
+        let held = (r.last - r.first + 1) as u64 * smallest;
+        assert!(held > weir::buffer::DECODE_RUN_BYTES + 10_000, "partition {} held only {held} bytes", r.partition);
+    }
     w.stop().await;
     assert_exactly_once(&h, 11_996);
     // Rows keep each partition's offset order across runs.

@@ -81,8 +81,10 @@ pub struct Execution {
     pub error: Option<String>,
 }
 
+/// Where a batch's time went, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
 pub struct Timings {
+    /// The summed time of its decoded runs, most of them decoded while the batch filled.
     pub decode: f64,
     pub stage: f64,
     pub publish: f64,
