@@ -73,7 +73,7 @@ fn passthrough_of_random_batches_round_trips() {
 fn an_empty_slot_yields_no_tables() {
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();
-    let run = rt.publish(&plugin, &[vec![]], &Limits::default(), None);
+    let run = rt.publish(&plugin, &[Vec::<Vec<u8>>::new()], &Limits::default(), None);
     assert!(run.outcome.unwrap().is_empty());
 }
 

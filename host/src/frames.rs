@@ -35,8 +35,26 @@ pub fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<u8>, Ar
 /// point into `bytes`. Everything is validated (offsets, UTF-8), since frames
 /// can come from a plugin.
 pub fn decode(bytes: Vec<u8>) -> Result<Frame, ArrowError> {
-    let mut buffer = Buffer::from_vec(bytes);
-    let mut decoder = StreamDecoder::new();
+    decode_buffer(Buffer::from_vec(bytes), StreamDecoder::new())
+}
+
+/// Encodes one batch as a frame and reads it back: the rows returned point
+/// into the frame, so a batch that is both handed to a plugin and kept by the
+/// host is held once, not twice.
+pub fn share(schema: &SchemaRef, batch: &RecordBatch) -> Result<(Buffer, RecordBatch), ArrowError> {
+    let frame = Buffer::from_vec(encode(schema, std::slice::from_ref(batch))?);
+    // SAFETY: the frame was just written from `batch`, whose arrays are valid, and
+    // a `Buffer` is immutable: reading it back finds exactly those arrays.
+    let decoder = unsafe { StreamDecoder::new().with_skip_validation(true) };
+    let Frame { schema, mut batches } = decode_buffer(frame.clone(), decoder)?;
+    let rows = match batches.len() {
+        0 => RecordBatch::new_empty(schema),
+        _ => batches.swap_remove(0),
+    };
+    Ok((frame, rows))
+}
+
+fn decode_buffer(mut buffer: Buffer, mut decoder: StreamDecoder) -> Result<Frame, ArrowError> {
     let mut batches = Vec::new();
     while !buffer.is_empty() {
         if let Some(batch) = decoder.decode(&mut buffer)? {
@@ -76,6 +94,18 @@ mod tests {
         let empty = decode(encode(&schema, &[]).unwrap()).unwrap();
         assert_eq!(empty.schema, schema);
         assert_eq!(empty.rows(), 0);
+    }
+
+    #[test]
+    fn shared_rows_point_into_their_frame() {
+        let schema = Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, true)]));
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(vec![Some("a"), None]))]).unwrap();
+        let (frame, rows) = share(&schema, &batch).unwrap();
+        assert_eq!(rows, batch);
+        assert_eq!(decode(frame.to_vec()).unwrap().batches, vec![batch]);
+        let values = rows.column(0).to_data().buffers()[1].as_ptr();
+        assert!(frame.as_ptr_range().contains(&values), "the rows are read from the frame, not copied");
     }
 
     #[test]

@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use arrow::array::RecordBatch;
+
+use arrow::compute::concat_batches;
+use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
 use futures::{FutureExt as _, StreamExt as _};
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -141,8 +145,17 @@ pub enum WorkerExit {
     Failed(String),
 }
 
-/// Each partition's rows, as decoded in runs (a partition with none is left out).
-type Partitions = Vec<(i32, Vec<RecordBatch>)>;
+/// One partition of a closed batch, decoded: its rows in offset order and,
+/// when a plugin reads them, the Arrow IPC frame it is handed. The rows then
+/// point into the frame, so the batch is held once, not twice.
+struct PartitionRows {
+    partition: i32,
+    rows: RecordBatch,
+    frame: Option<arrow::buffer::Buffer>,
+}
+
+/// The partitions of a closed batch that hold rows, in partition order.
+type Partitions = Vec<PartitionRows>;
 
 static WORKER_IDS: AtomicU64 = AtomicU64::new(1);
 
@@ -420,7 +433,16 @@ impl Batches {
         tracing::info!(publisher = %self.id, reason = reason.as_str(), messages, bytes, "batch closed");
 
         let mut timings = Timings::default();
-        let (partitions, dead, decoding) = finish_decoding(&self.decoder, partitions).await;
+        let framed = self.options.publish == PublishStage::Plugin;
+        let (partitions, dead, decoding) = match finish_decoding(&self.decoder, partitions, framed).await {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                // Only a partition too large for one Arrow batch (2 GiB of strings) gets here.
+                let error = format!("assembling the closed batch failed: {e}; lower kafka.size_rollover_mb");
+                tracing::error!(publisher = %self.id, error = %error, "publisher failed; its offsets stay where they were");
+                return Outcome::Failed(WorkerExit::Failed(error));
+            }
+        };
         timings.decode = ms(decoding);
         crate::crash::point("before-stage");
 
@@ -487,32 +509,22 @@ impl Batches {
         // blocking pool while the plugin runs on the same batch's frames (one per file).
         let staged: Vec<PathBuf> = ranges
             .iter()
-            .filter(|r| partitions.iter().any(|(p, _)| *p == r.partition))
+            .filter(|r| partitions.iter().any(|p| p.partition == r.partition))
             .map(|r| stage::staged_file(&p.collection, &p.name, &p.source.topic, r))
             .collect();
-        let batches: Vec<Vec<RecordBatch>> = partitions.iter().map(|(_, b)| b.clone()).collect();
+        let batches: Vec<RecordBatch> = partitions.iter().map(|p| p.rows.clone()).collect();
         let staging = {
             let (dir, paths, schema, batches) = (data_dir.clone(), staged.clone(), schema.clone(), batches.clone());
             tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
                 let t = Instant::now();
-                for (path, batches) in paths.iter().zip(&batches) {
-                    stage::write_parquet(&dir.join(path), &schema, batches, stage::Kind::Staged)?;
+                for (path, batch) in paths.iter().zip(&batches) {
+                    stage::write_parquet(&dir.join(path), &schema, std::slice::from_ref(batch), stage::Kind::Staged)?;
                 }
                 Ok(t.elapsed())
             })
         };
         let native = self.options.publish == PublishStage::NativeIdentity;
-        let frames = if native {
-            vec![]
-        } else {
-            let (schema, batches) = (schema.clone(), batches.clone());
-            tokio::task::spawn_blocking(move || {
-                batches.iter().map(|b| frames::encode(&schema, b)).collect::<Result<Vec<_>, _>>()
-            })
-            .await
-            .expect("encoding does not panic")
-            .map_err(|e| Failure::host(e.into()))?
-        };
+        let frames: Vec<arrow::buffer::Buffer> = partitions.iter().filter_map(|p| p.frame.clone()).collect();
 
         // Dead letters, then the plugin, while staging runs; staging is always awaited,
         // so a retry never races a write still in flight.
@@ -534,7 +546,7 @@ impl Batches {
                 return Ok((None, PluginLog::default(), stored_dead));
             }
             if native {
-                let frame = frames::Frame { schema: schema.clone(), batches: batches.concat() };
+                let frame = frames::Frame { schema: schema.clone(), batches };
                 return Ok((Some(OutputTable { name: table.clone(), frame }), PluginLog::default(), stored_dead));
             }
             let run = self
@@ -640,7 +652,7 @@ impl Batches {
             publisher: self.id.clone(),
             status: status.into(),
             rollover_reason: reason.as_str().into(),
-            rows_in: partitions.iter().flat_map(|(_, b)| b).map(|b| b.num_rows() as u64).sum(),
+            rows_in: partitions.iter().map(|p| p.rows.num_rows() as u64).sum(),
             rows_out,
             dead_letters: dead as u64,
             offsets: ranges.to_vec(),
@@ -715,11 +727,14 @@ impl Failure {
 }
 
 /// Waits for each partition's runs to decode and decodes the messages after
-/// them; dead letters of all partitions together, and the time decoding took.
+/// them, then makes each partition one batch (and, with `framed`, its frame).
+/// Returns the dead letters of all partitions together, and the time all of
+/// that took.
 async fn finish_decoding(
     decoder: &JsonDecoder,
     closed: Vec<ClosedPartition>,
-) -> (Partitions, Vec<DeadLetter>, Duration) {
+    framed: bool,
+) -> Result<(Partitions, Vec<DeadLetter>, Duration), ArrowError> {
     // The last runs decode side by side; every run is then awaited in offset order.
     let closed: Vec<(i32, Vec<_>)> = closed
         .into_iter()
@@ -731,22 +746,49 @@ async fn finish_decoding(
             (partition, decoding)
         })
         .collect();
-    let (mut partitions, mut dead, mut took) = (Vec::new(), Vec::new(), Duration::ZERO);
+    let (mut assembling, mut dead, mut took) = (Vec::new(), Vec::new(), Duration::ZERO);
     for (partition, decoding) in closed {
-        let mut batches = Vec::with_capacity(decoding.len());
+        let mut runs = Vec::with_capacity(decoding.len());
         for run in decoding {
             let mut run = run.await.expect("decoding does not panic");
             took += run.took;
             dead.append(&mut run.dead);
             if run.batch.num_rows() > 0 {
-                batches.push(run.batch);
+                runs.push(run.batch);
             }
         }
-        if !batches.is_empty() {
-            partitions.push((partition, batches));
+        if !runs.is_empty() {
+            let schema = decoder.output_schema().clone();
+            assembling.push(tokio::task::spawn_blocking(move || assemble(partition, &schema, runs, framed)));
         }
     }
-    (partitions, dead, took)
+    let mut partitions = Vec::with_capacity(assembling.len());
+    for task in assembling {
+        let (rows, t) = task.await.expect("assembling does not panic")?;
+        took += t;
+        partitions.push(rows);
+    }
+    Ok((partitions, dead, took))
+}
+
+/// One partition's runs as one batch, as a plugin's SDK hands a frame to its
+/// author; each copy lets go of what it was made from.
+fn assemble(
+    partition: i32,
+    schema: &SchemaRef,
+    mut runs: Vec<RecordBatch>,
+    framed: bool,
+) -> Result<(PartitionRows, Duration), ArrowError> {
+    let t = Instant::now();
+    let rows = match runs.len() {
+        1 => runs.pop().expect("one run"),
+        _ => concat_batches(schema, &std::mem::take(&mut runs))?,
+    };
+    let (rows, frame) = match framed {
+        true => frames::share(schema, &rows).map(|(frame, rows)| (rows, Some(frame)))?,
+        false => (rows, None),
+    };
+    Ok((PartitionRows { partition, rows, frame }, t.elapsed()))
 }
 
 /// Resolves once shutdown is asked for (or its sender is gone).

@@ -4,7 +4,7 @@
 //! component bytes get past [`check_bytes`]).
 
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, ComponentExportIndex, Linker};
 
 use super::bindings::{HOST_INTERFACE, StreamPublisherPre};
 use super::error::LoadError;
@@ -65,18 +65,21 @@ pub fn import_allowed(name: &str) -> bool {
     }
 }
 
-/// Checks a compiled component against the allow-list and the world, and links it.
+/// Checks a compiled component against the allow-list and the world, and links
+/// it; with it, where its `publish` export is.
 pub fn link(
     engine: &Engine,
     linker: &Linker<Sandbox>,
     component: &Component,
-) -> Result<StreamPublisherPre<Sandbox>, LoadError> {
+) -> Result<(StreamPublisherPre<Sandbox>, ComponentExportIndex), LoadError> {
     let ty = component.component_type();
     if let Some((import, _)) = ty.imports(engine).find(|(name, _)| !import_allowed(name)) {
         return Err(LoadError::ForbiddenImport { import: import.to_string() });
     }
     let pre = linker.instantiate_pre(component).map_err(|e| LoadError::WrongWorld { reason: format!("{e:#}") })?;
-    StreamPublisherPre::new(pre).map_err(|e| LoadError::WrongWorld { reason: format!("{e:#}") })
+    let pre = StreamPublisherPre::new(pre).map_err(|e| LoadError::WrongWorld { reason: format!("{e:#}") })?;
+    let publish = component.get_export_index(None, "publish").expect("the world's check found `publish`");
+    Ok((pre, publish))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, ComponentExportIndex, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 
 pub use cache::{ArtifactCache, Origin, digest};
@@ -29,7 +29,7 @@ pub use limits::{Limits, MAX_MEMORY_BYTES, human_bytes, human_duration};
 pub use log::{LogLevel, LogLine, LogSource, PluginLog};
 pub use output::{OutputTable, valid_table_name};
 
-use bindings::{RawPublishError, StreamPublisher, StreamPublisherPre};
+use bindings::{RawOutputTable, RawPublishError, StreamPublisher, StreamPublisherPre};
 use sandbox::Sandbox;
 use ticker::{EpochTicker, TICK};
 
@@ -56,7 +56,11 @@ pub struct Plugin {
     digest: String,
     origin: Origin,
     pre: StreamPublisherPre<Sandbox>,
+    publish: ComponentExportIndex,
 }
+
+/// `publish`'s results, as the guest returns them.
+type PublishResult = (Result<Vec<RawOutputTable>, RawPublishError>,);
 
 impl Plugin {
     /// `sha256:<hex>` of the component's bytes.
@@ -131,22 +135,25 @@ impl Runtime {
             Some(cache) => cache.load_or_compile(&self.engine, &digest, compile)?,
             None => (compile()?, Origin::Compiled),
         };
-        let pre = load::link(&self.engine, &self.linker, &component)?;
-        Ok(Plugin { digest, origin, pre })
+        let (pre, publish) = load::link(&self.engine, &self.linker, &component)?;
+        Ok(Plugin { digest, origin, pre, publish })
     }
 
     /// Runs `publish` once on a fresh instance, on the calling thread.
     ///
     /// `slots` is the batch in array mode: one entry per source, each the list of
-    /// that source's table frames (Arrow IPC streams). When `declared` is given,
-    /// every output table must be one of those names.
-    pub fn publish(
+    /// that source's table frames (Arrow IPC streams). A frame is whatever holds
+    /// its bytes (a `Vec`, an Arrow buffer the host reads too): they are copied
+    /// straight into the guest. When `declared` is given, every output table
+    /// must be one of those names.
+    pub fn publish<F: AsRef<[u8]>>(
         &self,
         plugin: &Plugin,
-        slots: &[Vec<Vec<u8>>],
+        slots: &[Vec<F>],
         limits: &Limits,
         declared: Option<&[String]>,
     ) -> Run {
+        let slots: Vec<Vec<&[u8]>> = slots.iter().map(|slot| slot.iter().map(AsRef::as_ref).collect()).collect();
         let started = Instant::now();
         let memory_bytes = limits.memory_bytes.min(MAX_MEMORY_BYTES) as usize;
         let log = log::LogSink::new(limits.log_bytes);
@@ -157,12 +164,16 @@ impl Runtime {
         store.set_hostcall_fuel(limits.output_bytes.saturating_add(OUTPUT_FUEL_SLACK));
 
         let mut timing = Timing::default();
-        let instance = plugin.pre.instantiate(&mut store);
+        // `publish` is called through its typed export rather than the generated
+        // `call_publish`, whose parameter type would make every frame a `Vec` of its own.
+        let instance = plugin.pre.instance_pre().instantiate(&mut store).and_then(|instance| {
+            instance.get_typed_func::<(&[Vec<&[u8]>],), PublishResult>(&mut store, &plugin.publish)
+        });
         timing.instantiate = started.elapsed();
         let result = match instance {
-            Ok(instance) => {
+            Ok(publish) => {
                 let called = Instant::now();
-                let result = instance.call_publish(&mut store, slots);
+                let result = publish.call(&mut store, (&slots,)).map(|(result,)| result);
                 timing.call = called.elapsed();
                 result.map_err(|e| (e, true))
             }
@@ -193,10 +204,10 @@ impl Runtime {
 
     /// [`Runtime::publish`] on tokio's blocking pool, so the CPU-bound call
     /// never stalls the async reactor.
-    pub async fn publish_blocking(
+    pub async fn publish_blocking<F: AsRef<[u8]> + Send + Sync + 'static>(
         self: &Arc<Self>,
         plugin: Plugin,
-        slots: Arc<Vec<Vec<Vec<u8>>>>,
+        slots: Arc<Vec<Vec<F>>>,
         limits: Limits,
         declared: Option<Vec<String>>,
     ) -> Run {
