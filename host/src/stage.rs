@@ -8,7 +8,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use sha2::{Digest, Sha256};
 
 use crate::catalog::PartitionRange;
@@ -38,8 +38,9 @@ pub fn table_file(collection: &str, table: &str, topic: &str, ranges: &[Partitio
 pub enum Kind {
     /// A table's file, kept: dictionary-encoded and zstd-compressed.
     Table,
-    /// A staged file, deleted once its batch commits: written plainly, because
-    /// encoding and compressing it cost more CPU than its bytes on disk.
+    /// A staged file, deleted once its batch commits: written plainly and
+    /// without statistics, because encoding, compressing and min/max of every
+    /// string cost more CPU than its bytes on disk.
     Staged,
 }
 
@@ -52,9 +53,10 @@ pub fn write_parquet(path: &Path, schema: &SchemaRef, batches: &[RecordBatch], k
     let tmp = path.with_extension("parquet.tmp");
     let props = match kind {
         Kind::Table => WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())),
-        Kind::Staged => {
-            WriterProperties::builder().set_compression(Compression::UNCOMPRESSED).set_dictionary_enabled(false)
-        }
+        Kind::Staged => WriterProperties::builder()
+            .set_compression(Compression::UNCOMPRESSED)
+            .set_dictionary_enabled(false)
+            .set_statistics_enabled(EnabledStatistics::None),
     }
     .build();
     let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
