@@ -232,7 +232,7 @@ mod tests {
     use super::*;
 
     fn msg(partition: i32, offset: i64, bytes: usize) -> RawMessage {
-        RawMessage { partition, offset, timestamp: None, key: None, payload: Some(vec![b'x'; bytes]), headers: vec![] }
+        RawMessage::new(partition, offset, None, None, Some(&vec![b'x'; bytes]), vec![])
     }
 
     const ROLLOVER: Rollover = Rollover { time: Duration::from_secs(10), size_bytes: Some(1000), messages: Some(5) };

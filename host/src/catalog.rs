@@ -302,7 +302,7 @@ impl Catalog {
                 "INSERT INTO dead_letters (collection, publisher, topic, partition, offset, timestamp_ms, key, value, headers, error, execution_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
-                    batch.collection, batch.publisher, batch.topic, m.partition, m.offset, m.timestamp, m.key, m.payload,
+                    batch.collection, batch.publisher, batch.topic, m.partition, m.offset, m.timestamp, m.key(), m.payload(),
                     serde_json::to_string(&m.headers).expect("json"), dead.error, execution_id
                 ],
             )?;

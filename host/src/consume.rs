@@ -127,14 +127,14 @@ pub fn to_raw(message: &BorrowedMessage<'_>) -> RawMessage {
         .headers()
         .map(|h| h.iter().map(|header| (header.key.to_string(), header.value.map(<[u8]>::to_vec))).collect())
         .unwrap_or_default();
-    RawMessage {
-        partition: message.partition(),
-        offset: message.offset(),
-        timestamp: message.timestamp().to_millis(),
-        key: message.key().map(<[u8]>::to_vec),
-        payload: message.payload().map(<[u8]>::to_vec),
+    RawMessage::new(
+        message.partition(),
+        message.offset(),
+        message.timestamp().to_millis(),
+        message.key(),
+        message.payload(),
         headers,
-    }
+    )
 }
 
 /// What a connection check found.

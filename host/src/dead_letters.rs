@@ -70,11 +70,11 @@ impl DeadLetterTopic {
                 headers = headers.insert(Header { key: "weir.source.timestamp", value: Some(ts.as_bytes()) });
             }
             let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&self.topic).headers(headers);
-            if let Some(key) = &m.key {
-                record = record.key(key.as_slice());
+            if let Some(key) = m.key() {
+                record = record.key(key);
             }
-            if let Some(value) = &m.payload {
-                record = record.payload(value.as_slice());
+            if let Some(value) = m.payload() {
+                record = record.payload(value);
             }
             if let Some(ts) = m.timestamp {
                 record = record.timestamp(ts);

@@ -30,15 +30,51 @@ pub struct RawMessage {
     pub offset: i64,
     /// Milliseconds since the epoch.
     pub timestamp: Option<i64>,
-    pub key: Option<Vec<u8>>,
-    pub payload: Option<Vec<u8>>,
     pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// The key, then the value, in one allocation: the consumer copies every
+    /// message, and one allocation a message instead of two is measurably faster.
+    bytes: Vec<u8>,
+    /// The key's length, if there is a key.
+    key_len: Option<usize>,
+    /// Whether there is a value (a tombstone has none).
+    has_payload: bool,
 }
 
 impl RawMessage {
+    pub fn new(
+        partition: i32,
+        offset: i64,
+        timestamp: Option<i64>,
+        key: Option<&[u8]>,
+        payload: Option<&[u8]>,
+        headers: Vec<(String, Option<Vec<u8>>)>,
+    ) -> Self {
+        let (k, v) = (key.unwrap_or_default(), payload.unwrap_or_default());
+        let mut bytes = Vec::with_capacity(k.len() + v.len());
+        bytes.extend_from_slice(k);
+        bytes.extend_from_slice(v);
+        Self {
+            partition,
+            offset,
+            timestamp,
+            headers,
+            bytes,
+            key_len: key.map(<[u8]>::len),
+            has_payload: payload.is_some(),
+        }
+    }
+
+    pub fn key(&self) -> Option<&[u8]> {
+        self.key_len.map(|len| &self.bytes[..len])
+    }
+
+    pub fn payload(&self) -> Option<&[u8]> {
+        self.has_payload.then(|| &self.bytes[self.key_len.unwrap_or(0)..])
+    }
+
     /// The bytes it holds, as counted against `kafka.size_rollover_mb`.
     pub fn size(&self) -> usize {
-        self.payload.as_ref().map_or(0, Vec::len) + self.key.as_ref().map_or(0, Vec::len)
+        self.bytes.len()
     }
 }
 
@@ -163,7 +199,7 @@ impl JsonDecoder {
             Arc::new(
                 TimestampMillisecondArray::from_iter(messages.iter().map(|m| m.timestamp)).with_timezone("+00:00"),
             ),
-            Arc::new(BinaryArray::from_iter(messages.iter().map(|m| m.key.as_deref()))),
+            Arc::new(BinaryArray::from_iter(messages.iter().map(|m| m.key()))),
         ];
         columns.extend(extra);
         RecordBatch::try_new(self.output.clone(), columns).expect("provenance columns match the output schema")
@@ -172,7 +208,7 @@ impl JsonDecoder {
 
 /// Feeds one message, checking it is exactly one complete JSON value.
 fn feed(decoder: &mut Decoder, message: &RawMessage) -> Result<(), String> {
-    let payload = message.payload.as_deref().ok_or("the message has no value (a tombstone)")?;
+    let payload = message.payload().ok_or("the message has no value (a tombstone)")?;
     let before = decoder.len();
     let consumed = decoder.decode(payload).map_err(explain)?;
     decoder.decode(b"\n").map_err(explain)?;
@@ -207,20 +243,23 @@ mod tests {
     use super::*;
 
     fn msg(offset: i64, payload: &str) -> RawMessage {
-        RawMessage {
-            partition: 2,
-            offset,
-            timestamp: Some(1_700_000_000_000 + offset),
-            key: Some(b"k".to_vec()),
-            payload: Some(payload.as_bytes().to_vec()),
-            headers: vec![],
-        }
+        RawMessage::new(2, offset, Some(1_700_000_000_000 + offset), Some(b"k"), Some(payload.as_bytes()), vec![])
     }
 
     fn decoder() -> JsonDecoder {
         JsonDecoder::new(Arc::new(
             crate::schema::from_json_schema(r#"{"type":"object","required":["id"],"properties":{"id":{"type":"integer"},"name":{"type":"string"}}}"#).unwrap(),
         ))
+    }
+
+    #[test]
+    fn key_and_value_share_one_allocation_and_keep_none_apart_from_empty() {
+        let m = RawMessage::new(0, 1, None, Some(b"key"), Some(b"value"), vec![]);
+        assert_eq!((m.key(), m.payload(), m.size()), (Some(b"key".as_slice()), Some(b"value".as_slice()), 8));
+        let m = RawMessage::new(0, 1, None, None, Some(b""), vec![]);
+        assert_eq!((m.key(), m.payload(), m.size()), (None, Some(b"".as_slice()), 0));
+        let m = RawMessage::new(0, 1, None, Some(b""), None, vec![]);
+        assert_eq!((m.key(), m.payload()), (Some(b"".as_slice()), None));
     }
 
     #[test]
@@ -249,8 +288,7 @@ mod tests {
             msg(7, "   "),
             msg(8, r#"{"id": 9}"#),
         ];
-        let mut tombstone = msg(9, "");
-        tombstone.payload = None;
+        let tombstone = RawMessage::new(2, 9, None, Some(b"k"), None, vec![]);
         let mut all = messages;
         all.push(tombstone);
         let Decoded { batch, dead, .. } = decoder().decode(all);
