@@ -61,7 +61,14 @@ impl ConsumerContext for WorkerContext {
                     }
                     assigned.insert(partition, offset);
                 }
-                tracing::info!(publisher = %self.publisher, topic = %self.topic, ?assigned, "partitions assigned");
+                // Say where each partition starts, and why: a partition the catalog has never
+                // committed starts where the group left off, which surprises people who reuse a group.
+                let resumed: BTreeMap<i32, i64> = assigned.iter().filter_map(|(p, o)| Some((*p, (*o)?))).collect();
+                let fallback: Vec<i32> = assigned.iter().filter(|(_, o)| o.is_none()).map(|(p, _)| *p).collect();
+                tracing::info!(
+                    publisher = %self.publisher, topic = %self.topic, at_catalog_offsets = ?resumed, at_group_offsets_or_reset = ?fallback,
+                    "partitions assigned: those the catalog has committed resume at its offsets; the others start at the consumer group's committed offsets, or by auto.offset.reset when the group has none"
+                );
                 if let Err(e) = consumer.assign(tpl) {
                     tracing::error!(publisher = %self.publisher, error = %e, "assigning partitions failed");
                 }
