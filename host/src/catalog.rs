@@ -84,7 +84,8 @@ pub struct Execution {
 /// Where a batch's time went, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
 pub struct Timings {
-    /// The summed time of its decoded runs, most of them decoded while the batch filled.
+    /// The summed time of its decoded runs (most of them decoded while the batch
+    /// filled), plus making each partition one batch and the plugin's frame.
     pub decode: f64,
     pub stage: f64,
     pub publish: f64,

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use arrow::array::RecordBatch;
-
 use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
@@ -437,7 +436,7 @@ impl Batches {
         let (partitions, dead, decoding) = match finish_decoding(&self.decoder, partitions, framed).await {
             Ok(decoded) => decoded,
             Err(e) => {
-                // Only a partition too large for one Arrow batch (2 GiB of strings) gets here.
+                // Only a partition with more than 2 GiB in one string column gets here.
                 let error = format!("assembling the closed batch failed: {e}; lower kafka.size_rollover_mb");
                 tracing::error!(publisher = %self.id, error = %error, "publisher failed; its offsets stay where they were");
                 return Outcome::Failed(WorkerExit::Failed(error));
