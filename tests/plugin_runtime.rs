@@ -54,6 +54,24 @@ fn a_passthrough_needs_little_more_than_its_input_and_output() {
 }
 
 #[test]
+fn a_passthrough_of_one_frame_per_partition_sizes_its_output_once() {
+    // What a stream batch looks like: six frames, one per partition. The output
+    // holds six record batches, whose padding and metadata the SDK must count:
+    // when it did not, its output buffer outgrew its capacity and doubled, and
+    // input + 3 × output did not fit where input + output does.
+    let rt = runtime();
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    let inputs: Vec<RecordBatch> = (0..6).map(|p| clicks(70_000, 20 + p)).collect();
+    let slot: Vec<Vec<u8>> = inputs.iter().map(|b| frame(std::slice::from_ref(b))).collect();
+    let total: usize = slot.iter().map(Vec::len).sum();
+    assert!(total > 25 << 20, "frames of {total} bytes");
+    let limits = Limits { memory_bytes: 96 << 20, ..Limits::default() };
+    let run = rt.publish(&plugin, &[slot], &limits, None);
+    let tables = run.outcome.expect("a passthrough fits");
+    assert_eq!(all_rows(&tables[0].frame.batches), all_rows(&inputs));
+}
+
+#[test]
 fn passthrough_of_random_batches_round_trips() {
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();

@@ -1,6 +1,7 @@
 //! Table frames: Arrow IPC *stream* bytes, the form tables take when they cross
 //! into and out of a plugin.
 
+use arrow::array::ArrayData;
 use arrow::array::RecordBatch;
 use arrow::buffer::Buffer;
 use arrow::datatypes::SchemaRef;
@@ -23,12 +24,27 @@ impl Frame {
 
 /// Encodes `batches` (all of `schema`) as one IPC stream.
 pub fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<u8>, ArrowError> {
-    let size: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
-    let mut writer = StreamWriter::try_new(Vec::with_capacity(size + 1024), schema)?;
+    let mut writer = StreamWriter::try_new(Vec::with_capacity(ipc_size(schema, batches)), schema)?;
     for batch in batches {
         writer.write(batch)?;
     }
     writer.into_inner()
+}
+
+/// What an IPC stream of `batches` takes, or a little more: every buffer
+/// padded to 64 bytes, and room for each message's metadata. The stream is
+/// sized once: a `Vec` that outgrows its capacity doubles, holding the frame
+/// three times over while it copies.
+fn ipc_size(schema: &SchemaRef, batches: &[RecordBatch]) -> usize {
+    fn buffers(data: &ArrayData) -> usize {
+        let padded = |len: usize| len.div_ceil(64) * 64;
+        let own: usize = data.buffers().iter().map(|b| padded(b.len())).sum();
+        let nulls = data.nulls().map_or(0, |n| padded(n.buffer().len()));
+        own + nulls + data.child_data().iter().map(buffers).sum::<usize>()
+    }
+    let data: usize = batches.iter().flat_map(|b| b.columns()).map(|c| buffers(&c.to_data())).sum();
+    let metadata: usize = batches.iter().map(|b| 1024 + 256 * b.num_columns()).sum();
+    data + metadata + 4096 + 256 * schema.fields().len()
 }
 
 /// Decodes one IPC stream, without copying the column buffers: the batches
@@ -87,7 +103,9 @@ mod tests {
             vec![Arc::new(Int64Array::from(vec![1, 2])), Arc::new(StringArray::from(vec![Some("a"), None]))],
         )
         .unwrap();
-        let frame = decode(encode(&schema, &[batch.clone(), batch.clone()]).unwrap()).unwrap();
+        let bytes = encode(&schema, &[batch.clone(), batch.clone()]).unwrap();
+        assert!(bytes.len() <= ipc_size(&schema, &[batch.clone(), batch.clone()]), "sized once, never regrown");
+        let frame = decode(bytes).unwrap();
         assert_eq!(frame.batches, vec![batch.clone(), batch]);
         assert_eq!(frame.rows(), 4);
 
