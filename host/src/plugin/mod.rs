@@ -99,9 +99,11 @@ const MEMORIES_PER_COMPONENT: u32 = 2;
 /// Memory per pool slot kept resident between calls (see `engine_config`).
 /// Every slot a call has used keeps this much, idle or not, and each tenant's
 /// module gets its own slot. 1 MiB covers a small call's memory; a stream
-/// batch touches tens of MiB anyway. Measured with the benchmark's data on a
-/// local broker: 16 MiB cost 17 MB of peak RSS at `kafka.size_rollover_mb = 16`
-/// and bought no throughput (519k vs 524k msg/s over 5 runs each).
+/// batch touches tens of MiB anyway. Measured: 16 MiB cost 17 MB of peak RSS
+/// at `kafka.size_rollover_mb = 16` and bought no end-to-end throughput on a
+/// local broker (519k vs 524k msg/s over 5 runs each), though the call alone
+/// is faster with it (`cargo bench --bench plugin`, a 65,536-row passthrough:
+/// 4.6 ms with 16 MiB, 7.0 ms with 1 MiB, which pays the guest's page faults).
 const KEEP_RESIDENT_BYTES: usize = 1 << 20;
 /// Hostcall fuel beyond the output byte limit, for names and list headers.
 const OUTPUT_FUEL_SLACK: usize = 64 << 10;
