@@ -783,9 +783,11 @@ fn assemble(
         1 => runs.pop().expect("one run"),
         _ => concat_batches(schema, &std::mem::take(&mut runs))?,
     };
-    let (rows, frame) = match framed {
-        true => frames::share(schema, &rows).map(|(frame, rows)| (rows, Some(frame)))?,
-        false => (rows, None),
+    let (rows, frame) = if framed {
+        let (frame, rows) = frames::share(schema, &rows)?;
+        (rows, Some(frame))
+    } else {
+        (rows, None)
     };
     Ok((PartitionRows { partition, rows, frame }, t.elapsed()))
 }
