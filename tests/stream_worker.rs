@@ -220,12 +220,15 @@ async fn bad_messages_go_to_the_dead_letter_topic_with_their_coordinates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_plugin_is_retried_and_then_commits_once() {
     let h = Harness::new(1);
+    let mut w = h.start(h.publisher("fixture-fail-until", json!({"kafka.messages_rollover": 3}), None), fast_retries());
+    // Produced once the worker reads, so its first attempt comes well before `not_before`
+    // however long the start took.
+    w.next_matching(|e| matches!(e, WorkerEvent::Assigned(_)).then_some(())).await;
     let not_before = weir::catalog::now_ms() + 1500;
     let values: Vec<String> = (0..3)
         .map(|i| json!({"event_id": format!("evt-{i}"), "user_id": 1, "url": "/", "ts": "2026-11-29T10:00:00Z", "not_before_ms": not_before}).to_string())
         .collect();
     h.produce("clicks", &values).await;
-    let mut w = h.start(h.publisher("fixture-fail-until", json!({"kafka.messages_rollover": 3}), None), fast_retries());
     let failed = w.next_matching(|e| matches!(e, WorkerEvent::AttemptFailed { .. }).then(|| format!("{e:?}"))).await;
     assert!(failed.contains("the plugin failed: not before"), "{failed}");
     let e = w.next_commit().await;
