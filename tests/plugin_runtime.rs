@@ -28,7 +28,11 @@ fn passthrough_returns_every_frame_unchanged() {
         vec![mixed(4096, 6)],
     ];
     let slot: Vec<Vec<u8>> = inputs.iter().map(|batches| frame(batches)).collect();
+    let started = std::time::Instant::now();
     let run = rt.publish(&plugin, &[slot], &Limits::default(), None);
+    let wall = started.elapsed();
+    // The call's CPU time is its own thread's: some, and never more than the wall time around it.
+    assert!(run.timing.cpu > std::time::Duration::ZERO && run.timing.cpu <= wall, "{:?} vs {wall:?}", run.timing);
     let tables = run.outcome.expect("passthrough succeeds");
     assert_eq!(tables.len(), 1);
     assert_eq!(tables[0].name, "clicks");

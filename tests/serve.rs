@@ -154,10 +154,17 @@ fn the_seed_scenario_through_the_cli() {
         "weir_rows_committed_total",
         "weir_dead_letters_total",
         "weir_plugin_seconds_total",
+        "weir_plugin_cpu_seconds_total",
         "weir_consumer_lag",
     ] {
         assert!(metrics.contains(name), "missing {name} in\n{metrics}");
     }
+    let plugin_cpu: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(r#"weir_plugin_cpu_seconds_total{tenant="acme",collection="events",publisher="read_clicks"} "#))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no plugin CPU time for read_clicks in\n{metrics}"));
+    assert!(plugin_cpu > 0.0, "the plugin's calls used no CPU time:\n{metrics}");
     assert!(
         metrics.contains(r#"weir_dead_letters_total{tenant="acme",collection="events",publisher="read_clicks"} 3"#),
         "{metrics}"

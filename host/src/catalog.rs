@@ -88,7 +88,13 @@ pub struct Timings {
     /// filled), plus making each partition one batch and the plugin's frame.
     pub decode: f64,
     pub stage: f64,
+    /// Dead letters out, then the plugin call, in wall time.
     pub publish: f64,
+    /// The CPU time the plugin call itself used (instantiating, the guest, copying
+    /// the batch in and out, checking the output): its cost, apart from the time
+    /// it waited for a core. Absent from executions recorded before it was kept.
+    #[serde(default)]
+    pub plugin_cpu: f64,
     pub commit: f64,
 }
 

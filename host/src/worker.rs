@@ -553,6 +553,7 @@ impl Batches {
                 .runtime
                 .publish_blocking(p.plugin.clone(), Arc::new(vec![frames]), p.limits.clone(), Some(vec![table.clone()]))
                 .await;
+            timings.plugin_cpu = ms(run.timing.cpu);
             match run.outcome {
                 Ok(mut tables) => Ok((tables.pop(), run.log, stored_dead)),
                 Err(e) => Err(Failure { error: e.into(), log: run.log }),

@@ -67,6 +67,10 @@ pub struct Figures {
     pub python: Rate,
     /// Share of weir's end-to-end time spent in the WASM publish stage.
     pub wasm_share: f64,
+    /// CPU time the end-to-end run used (on the embedded broker, the broker's included).
+    pub weir_cpu_seconds: f64,
+    /// The plugin calls' CPU time over `weir_cpu_seconds`.
+    pub wasm_cpu_share: f64,
     pub weir_stage_ms: weir::catalog::Timings,
     pub latency: Latency,
     pub memory: Vec<Memory>,
@@ -184,6 +188,14 @@ fn print_figures(f: &Figures) {
         t.publish,
         t.commit,
         f.wasm_share * 100.0
+    );
+    println!(
+        "the plugin calls used {:.0} ms of CPU, {:.1} % of the {:.1} CPU-seconds of the end-to-end run ({:.2} cores busy{})",
+        t.plugin_cpu,
+        f.wasm_cpu_share * 100.0,
+        f.weir_cpu_seconds,
+        f.weir_cpu_seconds / f.weir.seconds,
+        if f.broker.starts_with("embedded") { ", the in-process broker's included" } else { "" }
     );
     let l = &f.latency;
     println!(

@@ -48,9 +48,9 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
     let raw = raw_consume(&bootstrap, &settings, n);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     eprintln!("[{}] weir end to end ...", broker.name());
-    let (weir, stages) = rt.block_on(weir_run(broker, timed, PublishStage::Plugin, "weir-e2e"));
+    let (weir, weir_cpu, stages) = rt.block_on(weir_run(broker, timed, PublishStage::Plugin, "weir-e2e"));
     eprintln!("[{}] weir, native identity ...", broker.name());
-    let (native, _) = rt.block_on(weir_run(broker, timed, PublishStage::NativeIdentity, "weir-native"));
+    let (native, _, _) = rt.block_on(weir_run(broker, timed, PublishStage::NativeIdentity, "weir-native"));
     eprintln!("[{}] the Python path ...", broker.name());
     let python = python_path(&bootstrap, &settings, timed);
     let sizes: &[u64] = if quick { &[16, 64] } else { &[16, 64, 256] };
@@ -75,6 +75,8 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
         weir_native_identity: Rate::new(timed, native.as_secs_f64(), avg),
         python: Rate::new(timed, python, avg),
         wasm_share: stages.publish / 1e3 / weir.as_secs_f64(),
+        weir_cpu_seconds: weir_cpu.as_secs_f64(),
+        wasm_cpu_share: stages.plugin_cpu / 1e3 / weir_cpu.as_secs_f64(),
         weir_stage_ms: stages,
         latency,
         memory,
@@ -176,25 +178,35 @@ impl Running {
 }
 
 /// weir end to end on the dataset, from the partitions' assignment to the
-/// commit of `timed` messages; with the summed stage timings.
-async fn weir_run(broker: &Broker, timed: usize, stage: PublishStage, group: &str) -> (Duration, Timings) {
+/// commit of `timed` messages: its wall time, the CPU time this process used
+/// meanwhile, and the summed stage timings.
+async fn weir_run(broker: &Broker, timed: usize, stage: PublishStage, group: &str) -> (Duration, Duration, Timings) {
     let src_cfg = serde_json::json!({
         "kafka.messages_rollover": BATCH, "kafka.size_rollover_mb": SIZE_MB, "kafka.time_rollover_seconds": 60,
     });
     let mut run = start(broker, "clicks", group, src_cfg, stage);
     run.assigned().await;
-    let started = Instant::now();
+    let (started, started_cpu) = (Instant::now(), process_cpu_time());
     run.committed(timed).await;
-    let elapsed = started.elapsed();
+    let (elapsed, cpu) = (started.elapsed(), process_cpu_time().saturating_sub(started_cpu));
     let (catalog, _dir) = run.stop().await;
     let mut total = Timings::default();
     for e in catalog.executions("events/read_clicks").unwrap().iter().filter(|e| e.status == "committed") {
         total.decode += e.timings_ms.decode;
         total.stage += e.timings_ms.stage;
         total.publish += e.timings_ms.publish;
+        total.plugin_cpu += e.timings_ms.plugin_cpu;
         total.commit += e.timings_ms.commit;
     }
-    (elapsed, total)
+    (elapsed, cpu, total)
+}
+
+/// CPU time this process has used so far, all threads.
+fn process_cpu_time() -> Duration {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid timespec to write to.
+    assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) }, 0);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 fn python_path(bootstrap: &str, settings: &[(&str, &str)], timed: usize) -> f64 {

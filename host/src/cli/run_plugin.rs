@@ -82,6 +82,7 @@ struct TimingReport {
     instantiate_us: f64,
     call_ms: f64,
     check_ms: f64,
+    cpu_ms: f64,
 }
 
 impl From<Timing> for TimingReport {
@@ -90,6 +91,7 @@ impl From<Timing> for TimingReport {
             instantiate_us: t.instantiate.as_secs_f64() * 1e6,
             call_ms: t.call.as_secs_f64() * 1e3,
             check_ms: t.check.as_secs_f64() * 1e3,
+            cpu_ms: t.cpu.as_secs_f64() * 1e3,
         }
     }
 }
@@ -186,8 +188,8 @@ fn print(report: &Report, output: Output) -> anyhow::Result<()> {
             };
             println!("plugin  {} ({how} in {:.1} ms)", report.plugin.digest, report.plugin.load_ms);
             println!(
-                "        instantiate {:.0} µs, publish {:.2} ms",
-                report.timing.instantiate_us, report.timing.call_ms
+                "        instantiate {:.0} µs, publish {:.2} ms, {:.2} ms of CPU in all",
+                report.timing.instantiate_us, report.timing.call_ms, report.timing.cpu_ms
             );
             println!();
             print_tables("input (slot 0)", &report.inputs, "FRAME", "FILE");

@@ -45,6 +45,7 @@ pub struct Metrics {
     rows_committed: Family<PublisherLabels, Counter>,
     dead_letters: Family<PublisherLabels, Counter>,
     plugin_seconds: Family<PublisherLabels, Counter<f64, AtomicU64>>,
+    plugin_cpu_seconds: Family<PublisherLabels, Counter<f64, AtomicU64>>,
     attempts_failed: Family<PublisherLabels, Counter>,
     publishers_failed: Family<PublisherLabels, Counter>,
     consumer_lag: Family<PartitionLabels, Gauge>,
@@ -60,6 +61,7 @@ impl Default for Metrics {
             rows_committed: Family::default(),
             dead_letters: Family::default(),
             plugin_seconds: Family::default(),
+            plugin_cpu_seconds: Family::default(),
             attempts_failed: Family::default(),
             publishers_failed: Family::default(),
             consumer_lag: Family::default(),
@@ -71,6 +73,11 @@ impl Default for Metrics {
         registry.register("rows_committed", "Rows committed to the output table", m.rows_committed.clone());
         registry.register("dead_letters", "Messages that failed to decode", m.dead_letters.clone());
         registry.register("plugin_seconds", "Time spent in the publisher plugin", m.plugin_seconds.clone());
+        registry.register(
+            "plugin_cpu_seconds",
+            "CPU time the publisher plugin's calls used",
+            m.plugin_cpu_seconds.clone(),
+        );
         registry.register("batch_attempts_failed", "Failed attempts at a batch (retried)", m.attempts_failed.clone());
         registry.register(
             "publisher_failures",
@@ -103,6 +110,7 @@ impl Metrics {
                 self.rows_committed.get_or_create(labels).inc_by(e.rows_out);
                 self.dead_letters.get_or_create(labels).inc_by(e.dead_letters);
                 self.plugin_seconds.get_or_create(labels).inc_by(e.timings_ms.publish / 1000.0);
+                self.plugin_cpu_seconds.get_or_create(labels).inc_by(e.timings_ms.plugin_cpu / 1000.0);
             }
             WorkerEvent::AttemptFailed { .. } => {
                 self.attempts_failed.get_or_create(labels).inc();
