@@ -40,7 +40,7 @@ pub enum Kind {
     Table,
     /// A staged file, deleted once its batch commits: written plainly and
     /// without statistics, because encoding, compressing and min/max of every
-    /// string cost more CPU than its bytes on disk.
+    /// string cost more CPU than its bytes on disk; and not synced to disk.
     Staged,
 }
 
@@ -64,7 +64,13 @@ pub fn write_parquet(path: &Path, schema: &SchemaRef, batches: &[RecordBatch], k
     for batch in batches {
         writer.write(batch)?;
     }
-    writer.into_inner()?.sync_all()?;
+    let file = writer.into_inner()?;
+    // A table's file must be on disk before the catalog names it. A staged file
+    // need not be: nothing reads it back, and after a crash the batch is read
+    // from Kafka again and staged anew under the same name.
+    if kind == Kind::Table {
+        file.sync_all()?;
+    }
     std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
     Ok(())
 }
