@@ -21,7 +21,10 @@ pub struct Args {
     /// The admin token [default: generated at first start and shown once].
     #[arg(long, env = "WEIR_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
-    /// Bytes all workers may buffer before the largest batch closes early.
+    /// Raw message bytes the open batches of all workers may hold; past it, the
+    /// largest batch closes early. Not the process's memory: a closed batch is
+    /// also decoded, framed and copied into its plugin, so the peak is a few
+    /// times the largest batch (README, "Benchmark").
     #[arg(long, default_value = "1GiB", value_parser = parse_size, env = "WEIR_MEMORY_BUDGET")]
     memory_budget: u64,
     /// The largest module anyone may upload.

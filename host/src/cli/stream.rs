@@ -40,7 +40,10 @@ pub struct Args {
     /// CPU time the plugin may use per batch.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     deadline: Duration,
-    /// Bytes all workers of this process may buffer before the largest batch closes early.
+    /// Raw message bytes the open batches of all workers may hold; past it, the
+    /// largest batch closes early. Not the process's memory: a closed batch is
+    /// also decoded, framed and copied into its plugin, so the peak is a few
+    /// times the largest batch (README, "Benchmark").
     #[arg(long, default_value = "1GiB", value_parser = parse_size, env = "WEIR_MEMORY_BUDGET")]
     memory_budget: u64,
     /// How long a shutdown may spend committing the open batch.
