@@ -154,6 +154,18 @@ impl Running {
         panic!("the worker stopped before it was assigned partitions: {:?}", (&mut self.task).await);
     }
 
+    /// Waits until no batch has committed for `quiet`: the worker has read all there was.
+    async fn idle(&mut self, quiet: Duration) {
+        loop {
+            match tokio::time::timeout(quiet, self.events.recv()).await {
+                Err(_) => return,
+                Ok(Some(WorkerEvent::AttemptFailed { error, .. })) => panic!("a batch failed: {error}"),
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the worker stopped: {:?}", (&mut self.task).await),
+            }
+        }
+    }
+
     /// Waits until `messages` offsets are committed.
     async fn committed(&mut self, messages: usize) {
         let mut done = 0;
@@ -233,8 +245,11 @@ async fn latency(broker: &Broker, seconds: u64) -> Latency {
     let src_cfg = serde_json::json!({ "kafka.time_rollover_seconds": 1, "kafka.auto_offset_reset": "latest" });
     let mut run = start(broker, "clicks", "weir-latency", src_cfg, PublishStage::Plugin);
     run.assigned().await;
-    // Let the consumer settle on the end of each partition before the first message.
+    // Let the consumer settle on the end of each partition before the first message. Tansu
+    // puts `latest` behind the log's end, so the worker may first read older messages:
+    // wait until it has committed them, or they would delay this run's and end its count early.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    run.idle(Duration::from_millis(2500)).await;
     let total = (RATE * seconds) as usize;
     let bootstrap = broker.bootstrap();
     let settings: Vec<(String, String)> =
