@@ -523,6 +523,7 @@ impl Batches {
             })
         };
         let native = self.options.publish == PublishStage::NativeIdentity;
+        timings.plugin_cpu = 0.0; // this attempt's call only
         let frames: Vec<arrow::buffer::Buffer> = partitions.iter().filter_map(|p| p.frame.clone()).collect();
 
         // Dead letters, then the plugin, while staging runs; staging is always awaited,
