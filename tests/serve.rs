@@ -161,7 +161,11 @@ fn the_seed_scenario_through_the_cli() {
     }
     let plugin_cpu: f64 = metrics
         .lines()
-        .find_map(|l| l.strip_prefix(r#"weir_plugin_cpu_seconds_total{tenant="acme",collection="events",publisher="read_clicks"} "#))
+        .find_map(|l| {
+            l.strip_prefix(
+                r#"weir_plugin_cpu_seconds_total{tenant="acme",collection="events",publisher="read_clicks"} "#,
+            )
+        })
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no plugin CPU time for read_clicks in\n{metrics}"));
     assert!(plugin_cpu > 0.0, "the plugin's calls used no CPU time:\n{metrics}");

@@ -16,6 +16,7 @@
 pub mod buffer;
 pub mod catalog;
 pub mod consume;
+pub mod cpu_time;
 pub mod crash;
 pub mod dead_letters;
 pub mod declaration;

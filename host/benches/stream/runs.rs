@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, watch};
 
 use weir::buffer::MemoryBudget;
 use weir::catalog::{Catalog, Timings};
+use weir::cpu_time;
 use weir::plugin::{Runtime, RuntimeConfig};
 use weir::source::KafkaConnection;
 use weir::worker::{self, Node, PublishStage, WorkerEvent, WorkerOptions};
@@ -198,9 +199,9 @@ async fn weir_run(broker: &Broker, timed: usize, stage: PublishStage, group: &st
     });
     let mut run = start(broker, "clicks", group, src_cfg, stage);
     run.assigned().await;
-    let (started, started_cpu) = (Instant::now(), process_cpu_time());
+    let (started, started_cpu) = (Instant::now(), cpu_time::process());
     run.committed(timed).await;
-    let (elapsed, cpu) = (started.elapsed(), process_cpu_time().saturating_sub(started_cpu));
+    let (elapsed, cpu) = (started.elapsed(), cpu_time::process().saturating_sub(started_cpu));
     let (catalog, _dir) = run.stop().await;
     let mut total = Timings::default();
     for e in catalog.executions("events/read_clicks").unwrap().iter().filter(|e| e.status == "committed") {
@@ -211,14 +212,6 @@ async fn weir_run(broker: &Broker, timed: usize, stage: PublishStage, group: &st
         total.commit += e.timings_ms.commit;
     }
     (elapsed, cpu, total)
-}
-
-/// CPU time this process has used so far, all threads.
-fn process_cpu_time() -> Duration {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `t` is a valid timespec to write to.
-    assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) }, 0);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 fn python_path(bootstrap: &str, settings: &[(&str, &str)], timed: usize) -> f64 {

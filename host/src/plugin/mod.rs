@@ -165,7 +165,7 @@ impl Runtime {
     ) -> Run {
         let slots: Vec<Vec<&[u8]>> = slots.iter().map(|slot| slot.iter().map(AsRef::as_ref).collect()).collect();
         let started = Instant::now();
-        let started_cpu = thread_cpu_time();
+        let started_cpu = crate::cpu_time::thread();
         let memory_bytes = limits.memory_bytes.min(MAX_MEMORY_BYTES) as usize;
         let log = log::LogSink::new(limits.log_bytes);
         let mut store = Store::new(&self.engine, Sandbox::new(log.clone(), memory_bytes));
@@ -210,7 +210,7 @@ impl Runtime {
             }
         };
         timing.check = checked.elapsed();
-        timing.cpu = thread_cpu_time().saturating_sub(started_cpu);
+        timing.cpu = crate::cpu_time::thread().saturating_sub(started_cpu);
         Run { outcome, log, timing }
     }
 
@@ -245,14 +245,6 @@ fn check_outputs(
         return Err(Trap { kind, source }.into());
     }
     Ok(output::check(tables, declared, limits.output_rows)?)
-}
-
-/// CPU time the calling thread has used so far.
-fn thread_cpu_time() -> Duration {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `t` is a valid timespec to write to; this clock exists on every Linux and macOS.
-    let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } == 0;
-    if ok { Duration::new(t.tv_sec as u64, t.tv_nsec as u32) } else { Duration::ZERO }
 }
 
 fn deadline_ticks(deadline: Duration) -> u64 {
