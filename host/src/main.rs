@@ -5,7 +5,6 @@ use clap::Parser;
 mod cli;
 
 fn main() -> ExitCode {
-    weir::memory::tune_malloc();
     let args = cli::Cli::parse();
     // Logs go to stderr; RUST_LOG=weir=info shows the pipeline at work.
     tracing_subscriber::fmt()

@@ -1,32 +1,43 @@
-//! Process-wide memory settings.
+//! The process's allocator: jemalloc, for Rust and for the C libraries linked
+//! in (librdkafka, SQLite, zstd) alike.
+//!
+//! glibc's malloc serialised the pipeline. Its arenas are locked, and with
+//! one arena for all threads (which weir used, because glibc keeps each
+//! arena's freed memory and so grew a batch's worth of it per pool thread),
+//! the consume loop, librdkafka's broker thread, the decoders and the table
+//! writer took turns at one lock: off-CPU samples of a `weir stream` process
+//! put most of the consume loop's waits, and most of the broker thread's, in
+//! `__lll_lock_wait_private` under malloc and free, and the process used one
+//! of two cores. jemalloc serves each thread from its own cache.
+//!
+//! [`CONFIG`] keeps its memory close to glibc's tuned for the same work; the
+//! `MALLOC_CONF` environment variable overrides any of it.
 
-/// Allocations at least this large are mapped on their own and unmapped when
-/// freed. Batches are built from allocations of a few MiB (decode runs, frames,
-/// column buffers) that live for one batch.
-const MMAP_THRESHOLD_BYTES: i32 = 1 << 20;
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// Tunes glibc's malloc for batches that are built, handed on and dropped.
+/// jemalloc's settings, read when it starts.
 ///
-/// * One arena for every thread. By default glibc gives each thread that
-///   allocates its own arena and keeps what is freed there. weir's batches are
-///   built and dropped on tokio's blocking-pool threads, so every pool thread
-///   ended up holding a batch's worth of freed memory: the peak RSS of a
-///   `weir stream` process at `kafka.size_rollover_mb = 16` fell from 190 MB
-///   to 144 MB with one arena (`scripts/bench.sh`).
-/// * A fixed mmap threshold of 1 MiB. By default glibc raises the threshold
-///   to the size of each mapped block that is freed, up to 32 MiB, so after
-///   the first batch, its buffers come from the heap, where freed blocks
-///   between live ones cannot go back to the system. Measured on a local
-///   broker: peak RSS 135 → 120 MB at a 16 MB rollover and 311 → 276 MB at
-///   64 MB, with no change in throughput. 256 KiB saved a few MB more but cost
-///   about a tenth of the throughput; 4 MiB saved half as much.
-///
-/// Call it first thing in `main`, before threads start.
-pub fn tune_malloc() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator settings; called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
-    }
-}
+/// * `narenas:1`: one arena; each thread still allocates from its own cache.
+///   More arenas each keep their own freed pages.
+/// * `oversize_threshold:1048576`: allocations of 1 MiB or more (decode runs,
+///   frames, column buffers, each living for one batch) come from an arena
+///   that returns them to the system as soon as they are freed.
+/// * `dirty_decay_ms:100`, `muzzy_decay_ms:0`, `background_thread:true`: the
+///   rest of what is freed goes back to the system within about 100 ms, by a
+///   background thread, not by the threads doing the work. jemalloc's default
+///   keeps it for 10 s, which holds several batches' worth.
+/// * `tcache_max:4096`: a thread caches only small sizes, so what a pool
+///   thread frees does not stay in its cache while it idles.
+pub const CONFIG: &std::ffi::CStr = c"narenas:1,oversize_threshold:1048576,dirty_decay_ms:100,muzzy_decay_ms:0,background_thread:true,tcache_max:4096";
+
+/// jemalloc reads its settings from this symbol (declared weak on its side).
+#[repr(transparent)]
+struct ConfigPtr(*const std::ffi::c_char);
+
+// SAFETY: it points at a constant string that is never written.
+unsafe impl Sync for ConfigPtr {}
+
+#[used]
+#[unsafe(export_name = "malloc_conf")]
+static MALLOC_CONF: ConfigPtr = ConfigPtr(CONFIG.as_ptr());

@@ -135,8 +135,6 @@ fn args() -> Args {
 }
 
 fn main() {
-    // The in-process runs get the allocator setting the `weir` binary has.
-    weir::memory::tune_malloc();
     let args = args();
     let mut all = Vec::new();
     for name in &args.brokers {
