@@ -53,6 +53,9 @@ pub struct Memory {
     pub size_rollover_mb: u64,
     pub peak_rss_mb: f64,
     pub target_mb: f64,
+    /// Messages in the run's largest committed batch: with the 2 s time
+    /// rollover, a large size rollover may not be what closes a batch.
+    pub largest_batch: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -202,8 +205,13 @@ fn print_figures(f: &Figures) {
     );
     for m in &f.memory {
         println!(
-            "6 peak RSS of `weir stream`, kafka.size_rollover_mb = {:>3}: {:>6.0} MB (target ≤ 1.5 × {} + 100 = {:.0} MB; plugin memory limit 4 × the batch)",
-            m.size_rollover_mb, m.peak_rss_mb, m.size_rollover_mb, m.target_mb
+            "6 peak RSS of `weir stream`, kafka.size_rollover_mb = {:>3}: {:>6.0} MB (target ≤ 1.5 × {} + 100 = {:.0} MB; largest batch {} messages, {:.0} MB; plugin memory limit 4 × the batch)",
+            m.size_rollover_mb,
+            m.peak_rss_mb,
+            m.size_rollover_mb,
+            m.target_mb,
+            m.largest_batch,
+            m.largest_batch as f64 * f.avg_message_bytes / 1e6,
         );
     }
 }

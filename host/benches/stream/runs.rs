@@ -324,6 +324,7 @@ fn peak_rss(broker: &Broker, n: usize, size_mb: u64) -> Memory {
     let mut child = command.stdout(Stdio::null()).stderr(log).spawn().unwrap();
     let catalog = Catalog::open(dir.path()).unwrap();
     let (mut peak, started) = (0, Instant::now());
+    let largest_batch;
     loop {
         peak = peak.max(peak_rss_kib(child.id()));
         if let Some(status) = child.try_wait().unwrap() {
@@ -331,8 +332,9 @@ fn peak_rss(broker: &Broker, n: usize, size_mb: u64) -> Memory {
             panic!("weir stream exited early ({status}):\n{log}");
         }
         assert!(started.elapsed() < Duration::from_secs(600), "weir stream did not commit {n} rows within 600 s");
-        let rows: u64 = catalog.versions("events", "clicks").unwrap().iter().map(|v| v.rows).sum();
-        if rows >= n as u64 {
+        let versions = catalog.versions("events", "clicks").unwrap();
+        if versions.iter().map(|v| v.rows).sum::<u64>() >= n as u64 {
+            largest_batch = versions.iter().map(|v| v.rows).max().unwrap_or(0);
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -340,5 +342,10 @@ fn peak_rss(broker: &Broker, n: usize, size_mb: u64) -> Memory {
     peak = peak.max(peak_rss_kib(child.id()));
     let _ = Command::new("kill").arg(child.id().to_string()).status();
     let _ = child.wait();
-    Memory { size_rollover_mb: size_mb, peak_rss_mb: peak as f64 / 1024.0, target_mb: 1.5 * size_mb as f64 + 100.0 }
+    Memory {
+        size_rollover_mb: size_mb,
+        peak_rss_mb: peak as f64 / 1024.0,
+        target_mb: 1.5 * size_mb as f64 + 100.0,
+        largest_batch,
+    }
 }
