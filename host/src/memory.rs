@@ -20,9 +20,10 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 ///
 /// * `narenas:1`: one arena; each thread still allocates from its own cache.
 ///   More arenas each keep their own freed pages.
-/// * `oversize_threshold:1048576`: allocations of 1 MiB or more (decode runs,
-///   frames, column buffers, each living for one batch) come from an arena
-///   that returns them to the system as soon as they are freed.
+/// * `oversize_threshold:1048576`: allocations of 1 MiB or more (a batch's
+///   columns, frames and plugin output, each living for one batch, and
+///   librdkafka's fetch buffers) come from an arena that returns them to the
+///   system as soon as they are freed.
 /// * `dirty_decay_ms:100`, `muzzy_decay_ms:0`, `background_thread:true`: the
 ///   rest of what is freed goes back to the system within about 100 ms, by a
 ///   background thread, not by the threads doing the work. jemalloc's default
