@@ -94,8 +94,7 @@ pub fn write_parquet(path: &Path, schema: &SchemaRef, batches: &[RecordBatch], k
 
 /// `batches` cut into row groups of at most `rows` rows, without copying.
 fn row_groups_of(batches: &[RecordBatch], rows: usize) -> Vec<Vec<RecordBatch>> {
-    let mut groups = vec![Vec::new()];
-    let mut room = rows;
+    let (mut groups, mut room): (Vec<Vec<RecordBatch>>, usize) = (Vec::new(), 0);
     for batch in batches {
         let mut at = 0;
         while at < batch.num_rows() {
@@ -104,7 +103,7 @@ fn row_groups_of(batches: &[RecordBatch], rows: usize) -> Vec<Vec<RecordBatch>> 
                 room = rows;
             }
             let take = room.min(batch.num_rows() - at);
-            groups.last_mut().expect("one group at least").push(batch.slice(at, take));
+            groups.last_mut().expect("a group was opened").push(batch.slice(at, take));
             (at, room) = (at + take, room - take);
         }
     }
@@ -180,6 +179,11 @@ mod tests {
             let read: Vec<RecordBatch> = reader.build().unwrap().map(Result::unwrap).collect();
             assert_eq!(concat_batches(&schema, &read).unwrap(), concat_batches(&schema, &batches).unwrap(), "{kind:?}");
         }
+        // No rows: a file with the schema and nothing in it.
+        let path = dir.path().join("empty.parquet");
+        write_parquet(&path, &schema, &[], Kind::Table).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap()).unwrap();
+        assert_eq!((reader.schema(), reader.metadata().num_row_groups()), (&schema, 0));
     }
 
     #[test]
@@ -193,5 +197,8 @@ mod tests {
         assert_eq!(sizes, [vec![4], vec![1, 3], vec![4]]);
         let flat = concat_batches(&schema, groups.iter().flatten()).unwrap();
         assert_eq!(flat, batch(0, 12));
+        // No rows, no row group (ArrowWriter wrote none either).
+        assert!(row_groups_of(&[], 4).is_empty());
+        assert!(row_groups_of(&[batch(0, 0)], 4).is_empty());
     }
 }
