@@ -197,3 +197,19 @@ fn a_file_that_is_not_a_plugin_is_a_clear_error() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("loading plugin") && stderr.contains("is not a WebAssembly component"), "{stderr}");
 }
+
+#[test]
+fn the_weir_binary_allocates_with_jemalloc_and_weirs_settings() {
+    // jemalloc prints its options at exit when asked; every setting weir gives it must show.
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("--version")
+        .env("MALLOC_CONF", "stats_print:true")
+        .output()
+        .expect("running weir");
+    assert!(out.status.success());
+    let stats = text(&out.stderr);
+    for setting in weir::memory::CONFIG.to_str().unwrap().split(',') {
+        let (key, value) = setting.split_once(':').unwrap();
+        assert!(stats.contains(&format!("opt.{key}: {value}")), "jemalloc does not run with {setting}:\n{stats}");
+    }
+}

@@ -105,10 +105,10 @@ pub type WorkerConsumer = StreamConsumer<WorkerContext>;
 ///   (500 ms by default). A broker that holds an empty fetch for the whole wait
 ///   instead of answering when data arrives delays every message of a quiet
 ///   topic by up to that much; the embedded broker and Tansu behave so, judging
-///   by what lowering it did. At 100 ms the benchmark's produce-to-visible p50 / p99 with a 1 s time
-///   rollover fell from about 900 / 1,500 ms to 600 / 1,100 ms on the embedded
-///   broker and to 540 / 1,030 ms on Tansu. An idle worker sends a fetch
-///   10 times a second instead of twice.
+///   by what lowering it did. At 100 ms the benchmark's produce-to-visible
+///   p50 / p99 with a 1 s time rollover fell from about 900 / 1,500 ms to
+///   600 / 1,100 ms on the embedded broker and to 540 / 1,030 ms on Tansu.
+///   An idle worker sends a fetch 10 times a second instead of twice.
 pub const CONSUMER_DEFAULTS: &[(&str, &str)] =
     &[("fetch.queue.backoff.ms", "10"), ("queued.max.messages.kbytes", "4096"), ("fetch.wait.max.ms", "100")];
 
