@@ -42,7 +42,7 @@ fn component_without_publish_is_the_wrong_world() {
     assert!(reason.contains("publish"), "{reason}");
     assert!(
         err.to_string()
-            .starts_with("the component does not implement the `weir:publisher/stream-publisher@0.1.0` world")
+            .starts_with("the component does not implement the `weir:publisher/stream-publisher` world, version 0.2.0 or 0.1.0")
     );
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow::compute::concat_batches;
-use weir::plugin::{Limits, LogLevel, LogSource, OutputError, RunError};
+use weir::plugin::{Collect, Limits, LogLevel, LogSource, OutputError, RunError};
 
 use common::{clicks, frame, guest, mixed, runtime};
 
@@ -29,7 +29,7 @@ fn passthrough_returns_every_frame_unchanged() {
     ];
     let slot: Vec<Vec<u8>> = inputs.iter().map(|batches| frame(batches)).collect();
     let started = std::time::Instant::now();
-    let run = rt.publish(&plugin, &[slot], &Limits::default(), None);
+    let run = rt.publish(&plugin, vec![slot], &Limits::default(), None);
     let wall = started.elapsed();
     // The call's CPU time is its own thread's: some, and never more than the wall time around it.
     assert!(run.timing.cpu > std::time::Duration::ZERO && run.timing.cpu <= wall, "{:?} vs {wall:?}", run.timing);
@@ -52,27 +52,49 @@ fn a_passthrough_needs_little_more_than_its_input_and_output() {
     let bytes = frame(std::slice::from_ref(&input));
     assert!(bytes.len() > 25 << 20, "frame of {} bytes", bytes.len());
     let limits = Limits { memory_bytes: 96 << 20, ..Limits::default() };
-    let run = rt.publish(&plugin, &[vec![bytes]], &limits, None);
+    let run = rt.publish(&plugin, vec![vec![bytes]], &limits, None);
     let tables = run.outcome.expect("a passthrough fits");
     assert_eq!(all_rows(&tables[0].frame.batches), input);
 }
 
 #[test]
-fn a_passthrough_of_one_frame_per_partition_sizes_its_output_once() {
-    // What a stream batch looks like: six frames, one per partition. The output
-    // holds six record batches, whose padding and metadata the SDK must count:
-    // when it did not, its output buffer outgrew its capacity and doubled, and
-    // input + 3 × output did not fit where input + output does.
+fn a_streaming_passthrough_holds_one_frame_at_a_time() {
+    // What a stream batch looks like, one frame per partition, but twelve of
+    // them: about 60 MB in all, through 32 MiB of guest memory. Under 0.1.0 the
+    // plugin held every frame in and every table out at once (120 MB); under
+    // 0.2.0 it reads a frame, writes its rows, and lets go of both.
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();
-    let inputs: Vec<RecordBatch> = (0..6).map(|p| clicks(70_000, 20 + p)).collect();
+    assert_eq!(plugin.contract(), "0.2.0");
+    let inputs: Vec<RecordBatch> = (0..12).map(|p| clicks(70_000, 20 + p)).collect();
     let slot: Vec<Vec<u8>> = inputs.iter().map(|b| frame(std::slice::from_ref(b))).collect();
     let total: usize = slot.iter().map(Vec::len).sum();
-    assert!(total > 25 << 20, "frames of {total} bytes");
-    let limits = Limits { memory_bytes: 96 << 20, ..Limits::default() };
-    let run = rt.publish(&plugin, &[slot], &limits, None);
-    let tables = run.outcome.expect("a passthrough fits");
+    let limits = Limits { memory_bytes: 32 << 20, ..Limits::default() };
+    assert!(total as u64 > limits.memory_bytes * 3 / 2, "frames of {total} bytes");
+    let run = rt.publish(&plugin, vec![slot], &limits, None);
+    let tables = run.outcome.expect("a streaming passthrough fits");
+    assert_eq!(tables.len(), 1);
+    assert_eq!(tables[0].frame.batches.len(), 12, "one write per frame, appended in order");
     assert_eq!(all_rows(&tables[0].frame.batches), all_rows(&inputs));
+}
+
+#[test]
+fn a_component_built_against_0_1_0_still_runs() {
+    // Built with its own bindings from the frozen `wit/v0.1.0/`, no SDK.
+    let rt = runtime();
+    let plugin = rt.load(&guest("fixture-v0-1-passthrough")).unwrap();
+    assert_eq!(plugin.contract(), "0.1.0");
+    let (first, second) = (clicks(300, 1), clicks(5, 2));
+    let slot = vec![frame(std::slice::from_ref(&first)), frame(std::slice::from_ref(&second))];
+    let run = rt.publish(&plugin, vec![slot], &Limits::default(), Some(&["clicks".to_string()]));
+    let tables = run.outcome.expect("a 0.1.0 passthrough succeeds");
+    assert_eq!((tables.len(), tables[0].name.as_str()), (1, "clicks"));
+    assert_eq!(all_rows(&tables[0].frame.batches), first);
+    assert_eq!(run.log.lines.iter().map(|l| l.message.as_str()).collect::<Vec<_>>(), ["2 frames"]);
+
+    // Its output goes through the same checks as a 0.2.0 plugin's writes.
+    let run = rt.publish(&plugin, vec![vec![frame(&[clicks(1, 1)])]], &Limits::default(), Some(&["events".into()]));
+    assert!(matches!(run.outcome, Err(RunError::Output(OutputError::Undeclared { .. }))), "{:?}", run.outcome);
 }
 
 #[test]
@@ -82,7 +104,7 @@ fn passthrough_of_random_batches_round_trips() {
     for seed in 0..20u64 {
         let rows = [0, 1, 2, 63, 64, 65, 1000][seed as usize % 7];
         let batch = mixed(rows, seed);
-        let run = rt.publish(&plugin, &[vec![frame(&[batch.clone()])]], &Limits::default(), None);
+        let run = rt.publish(&plugin, vec![vec![frame(&[batch.clone()])]], &Limits::default(), None);
         let tables = run.outcome.unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_eq!(tables[0].frame.rows(), rows as u64, "seed {seed}");
         if rows > 0 {
@@ -95,7 +117,7 @@ fn passthrough_of_random_batches_round_trips() {
 fn an_empty_slot_yields_no_tables() {
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();
-    let run = rt.publish(&plugin, &[Vec::<Vec<u8>>::new()], &Limits::default(), None);
+    let run = rt.publish(&plugin, vec![Vec::<Vec<u8>>::new()], &Limits::default(), None);
     assert!(run.outcome.unwrap().is_empty());
 }
 
@@ -104,7 +126,7 @@ fn clicks_enrich_filters_derives_and_renames_row_by_row() {
     let rt = runtime();
     let plugin = rt.load(&guest("clicks-enrich")).unwrap();
     let input = clicks(500, 42);
-    let run = rt.publish(&plugin, &[vec![frame(&[input.clone()])]], &Limits::default(), Some(&["clicks".to_string()]));
+    let run = rt.publish(&plugin, vec![vec![frame(&[input.clone()])]], &Limits::default(), Some(&["clicks".to_string()]));
     let tables = run.outcome.expect("enrich succeeds");
     let out = all_rows(&tables[0].frame.batches);
 
@@ -159,7 +181,7 @@ fn clicks_enrich_filters_derives_and_renames_row_by_row() {
 fn clicks_enrich_rejects_input_without_its_columns() {
     let rt = runtime();
     let plugin = rt.load(&guest("clicks-enrich")).unwrap();
-    let run = rt.publish(&plugin, &[vec![frame(&[mixed(10, 1)])]], &Limits::default(), None);
+    let run = rt.publish(&plugin, vec![vec![frame(&[mixed(10, 1)])]], &Limits::default(), None);
     let err = run.outcome.unwrap_err();
     assert!(matches!(err, RunError::Guest(_)), "{err:?}");
     assert_eq!(err.to_string(), "the plugin rejected its input: clicks need a `duration_ms` column of type Int64");
@@ -169,7 +191,7 @@ fn clicks_enrich_rejects_input_without_its_columns() {
 fn undeclared_output_tables_are_refused() {
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();
-    let run = rt.publish(&plugin, &[vec![frame(&[clicks(5, 1)])]], &Limits::default(), Some(&["events".to_string()]));
+    let run = rt.publish(&plugin, vec![vec![frame(&[clicks(5, 1)])]], &Limits::default(), Some(&["events".to_string()]));
     let err = run.outcome.unwrap_err();
     assert!(matches!(err, RunError::Output(OutputError::Undeclared { .. })), "{err:?}");
     assert_eq!(
@@ -183,7 +205,7 @@ fn the_row_limit_is_enforced_per_call() {
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();
     let limits = Limits { output_rows: 99, ..Limits::default() };
-    let run = rt.publish(&plugin, &[vec![frame(&[clicks(100, 1)])]], &limits, None);
+    let run = rt.publish(&plugin, vec![vec![frame(&[clicks(100, 1)])]], &limits, None);
     let err = run.outcome.unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -197,15 +219,15 @@ async fn concurrent_calls_each_get_their_own_answer() {
     let plugin = rt.load(&guest("read-clicks")).unwrap();
     let mut calls = Vec::new();
     for seed in 0..8 {
-        let slots = Arc::new(vec![vec![frame(&[clicks(256, seed)])]]);
+        let slots = vec![vec![frame(&[clicks(256, seed)])]];
         calls.push(tokio::spawn({
             let (rt, plugin) = (rt.clone(), plugin.clone());
-            async move { rt.publish_blocking(plugin, slots, Limits::default(), None).await }
+            async move { rt.publish_blocking(plugin, slots, Limits::default(), None, Collect::default()).await }
         }));
     }
     for (seed, call) in calls.into_iter().enumerate() {
         let run = call.await.unwrap();
-        let tables = run.outcome.unwrap();
+        let Collect(tables) = run.outcome.unwrap();
         assert_eq!(all_rows(&tables[0].frame.batches), clicks(256, seed as u64));
     }
 }
@@ -218,7 +240,7 @@ fn a_running_plugin_does_not_block_the_reactor() {
     let plugin = rt.load(&guest("hostile-infinite-loop")).unwrap();
     let limits = Limits { deadline: std::time::Duration::from_millis(500), ..Limits::default() };
     reactor.block_on(async {
-        let call = rt.publish_blocking(plugin, Arc::new(vec![vec![frame(&[clicks(1, 1)])]]), limits, None);
+        let call = rt.publish_blocking(plugin, vec![vec![frame(&[clicks(1, 1)])]], limits, None, Collect::default());
         tokio::pin!(call);
         let mut interval = tokio::time::interval(std::time::Duration::from_millis(10));
         let mut ticks = 0;

@@ -12,13 +12,13 @@ use common::{clicks, frame, guest, runtime};
 /// Runs a hostile fixture on a one-frame batch.
 fn run_hostile(rt: &Runtime, name: &str, limits: &Limits) -> Run {
     let plugin = rt.load(&guest(name)).unwrap_or_else(|e| panic!("loading {name}: {e}"));
-    rt.publish(&plugin, &[vec![frame(&[clicks(3, 1)])]], limits, None)
+    rt.publish(&plugin, vec![vec![frame(&[clicks(3, 1)])]], limits, None)
 }
 
 /// The runtime is unharmed: a normal plugin still runs on it.
 fn assert_next_call_succeeds(rt: &Runtime) {
     let plugin = rt.load(&guest("read-clicks")).unwrap();
-    let run = rt.publish(&plugin, &[vec![frame(&[clicks(10, 2)])]], &Limits::default(), None);
+    let run = rt.publish(&plugin, vec![vec![frame(&[clicks(10, 2)])]], &Limits::default(), None);
     let tables = run.outcome.expect("a normal call after a hostile one succeeds");
     assert_eq!(tables[0].frame.rows(), 10);
 }
@@ -171,7 +171,7 @@ fn the_log_cap_drops_lines_without_failing_the_call() {
     let rt = runtime();
     let plugin = rt.load(&guest("clicks-enrich")).unwrap();
     let limits = Limits { log_bytes: 8, ..Limits::default() };
-    let run = rt.publish(&plugin, &[vec![frame(&[clicks(50, 1)])]], &limits, None);
+    let run = rt.publish(&plugin, vec![vec![frame(&[clicks(50, 1)])]], &limits, None);
     assert!(run.outcome.is_ok());
     assert!(run.log.lines.is_empty());
     assert!(run.log.dropped_bytes > 0);

@@ -90,6 +90,7 @@ fn read_clicks_on_three_formats_writes_parquet_that_pyarrow_reads() {
     assert_eq!(outputs[0]["rows"], 440);
     assert_eq!(outputs[0]["columns"], 8);
     assert!(report["plugin"]["digest"].as_str().unwrap().starts_with("sha256:"));
+    assert_eq!(report["plugin"]["contract"], "0.2.0");
 
     // An independent reader: pyarrow must read what we wrote, with the same rows.
     let script = r#"

@@ -88,8 +88,13 @@ pub struct Timings {
     /// filled), plus making each partition one batch and the plugin's frame.
     pub decode: f64,
     pub stage: f64,
-    /// Dead letters out, then the plugin call, in wall time.
+    /// Dead letters out, then the plugin call, in wall time; the table's file
+    /// is written during the call, as the plugin's output arrives.
     pub publish: f64,
+    /// The part of `publish` spent writing the table's file: the host's work,
+    /// not the plugin's. Absent from executions recorded before it was kept.
+    #[serde(default)]
+    pub write: f64,
     /// The CPU time the plugin call itself used (instantiating, the guest, copying
     /// the batch in and out, checking the output): its cost, apart from the time
     /// it waited for a core. Absent from executions recorded before it was kept.

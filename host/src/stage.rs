@@ -10,10 +10,14 @@ use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn, compute_leaves};
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
 use sha2::{Digest, Sha256};
 
 use crate::catalog::PartitionRange;
+use crate::frames::Frame;
+use crate::plugin::OutputSink;
 
 /// `staging/<collection>/<publisher>/<topic>/<partition>-<first>-<last>.parquet`, relative to the data directory.
 pub fn staged_file(collection: &str, publisher: &str, topic: &str, range: &PartitionRange) -> PathBuf {
@@ -49,47 +53,163 @@ pub enum Kind {
 /// Writes `batches` as one parquet file, via a temporary name and a rename, so
 /// a crash never leaves a half-written file under the real name.
 pub fn write_parquet(path: &Path, schema: &SchemaRef, batches: &[RecordBatch], kind: Kind) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut file = ParquetFile::create(path, schema, kind)?;
+    file.write(batches)?;
+    file.finish()
+}
+
+/// Rows a file holds back before it writes them as a row group (unless it is
+/// finished first): output that arrives in small pieces is not cut into row
+/// groups of a few rows, and a large piece (a partition of a big batch) is
+/// written as it comes, not held beside the next.
+const MIN_GROUP_ROWS: usize = 16 * 1024;
+
+/// A parquet file written as its rows arrive, under a temporary name until
+/// [`ParquetFile::finish`] renames it. Dropped unfinished, it deletes itself.
+pub struct ParquetFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    kind: Kind,
+    schema: SchemaRef,
+    writer: Option<SerializedFileWriter<std::fs::File>>,
+    row_groups: ArrowRowGroupWriterFactory,
+    written_groups: usize,
+    group_rows: usize,
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+}
+
+impl ParquetFile {
+    pub fn create(path: &Path, schema: &SchemaRef, kind: Kind) -> anyhow::Result<Self> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let tmp = path.with_extension("parquet.tmp");
+        let props = match kind {
+            Kind::Table => WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())),
+            Kind::Staged => WriterProperties::builder()
+                .set_compression(Compression::UNCOMPRESSED)
+                .set_dictionary_enabled(false)
+                .set_statistics_enabled(EnabledStatistics::None),
+        }
+        .build();
+        let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let group_rows = props.max_row_group_row_count().unwrap_or(usize::MAX).max(1);
+        let (writer, row_groups) = ArrowWriter::try_new(file, schema.clone(), Some(props))?.into_serialized_writer()?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            tmp,
+            kind,
+            schema: schema.clone(),
+            writer: Some(writer),
+            row_groups,
+            written_groups: 0,
+            group_rows,
+            pending: Vec::new(),
+            pending_rows: 0,
+        })
     }
-    let tmp = path.with_extension("parquet.tmp");
-    let props = match kind {
-        Kind::Table => WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())),
-        Kind::Staged => WriterProperties::builder()
-            .set_compression(Compression::UNCOMPRESSED)
-            .set_dictionary_enabled(false)
-            .set_statistics_enabled(EnabledStatistics::None),
+
+    /// Appends `batches` (of the file's schema).
+    pub fn write(&mut self, batches: &[RecordBatch]) -> anyhow::Result<()> {
+        self.pending.extend(batches.iter().filter(|b| b.num_rows() > 0).cloned());
+        self.pending_rows += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
+        if self.pending_rows >= MIN_GROUP_ROWS {
+            self.flush()?;
+        }
+        Ok(())
     }
-    .build();
-    let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let group_rows = props.max_row_group_row_count().unwrap_or(usize::MAX).max(1);
-    let (mut writer, row_groups) = ArrowWriter::try_new(file, schema.clone(), Some(props))?.into_serialized_writer()?;
-    for (index, group) in row_groups_of(batches, group_rows).iter().enumerate() {
-        // Each column's leaves, with the writer that encodes them.
-        let mut columns: Vec<(ArrowColumnWriter, Vec<ArrowLeafColumn>)> =
-            row_groups.create_column_writers(index)?.into_iter().map(|w| (w, Vec::new())).collect();
-        for batch in group {
-            let leaves = schema.fields().iter().zip(batch.columns()).map(|(field, column)| compute_leaves(field, column));
-            let mut slots = columns.iter_mut();
-            for leaf in leaves.collect::<Result<Vec<_>, _>>()?.into_iter().flatten() {
-                slots.next().expect("one writer per leaf").1.push(leaf);
+
+    /// Writes what is pending, in row groups of at most the writer's size.
+    fn flush(&mut self) -> anyhow::Result<()> {
+        let writer = self.writer.as_mut().expect("an unfinished file has its writer");
+        for group in row_groups_of(&std::mem::take(&mut self.pending), self.group_rows) {
+            // Each column's leaves, with the writer that encodes them.
+            let mut columns: Vec<(ArrowColumnWriter, Vec<ArrowLeafColumn>)> =
+                self.row_groups.create_column_writers(self.written_groups)?.into_iter().map(|w| (w, Vec::new())).collect();
+            for batch in group {
+                let leaves =
+                    self.schema.fields().iter().zip(batch.columns()).map(|(field, column)| compute_leaves(field, column));
+                let mut slots = columns.iter_mut();
+                for leaf in leaves.collect::<Result<Vec<_>, _>>()?.into_iter().flatten() {
+                    slots.next().expect("one writer per leaf").1.push(leaf);
+                }
             }
+            let mut row_group = writer.next_row_group()?;
+            for chunk in encode_in_parallel(columns)? {
+                chunk.append_to_row_group(&mut row_group)?;
+            }
+            row_group.close()?;
+            self.written_groups += 1;
         }
-        let mut row_group = writer.next_row_group()?;
-        for chunk in encode_in_parallel(columns)? {
-            chunk.append_to_row_group(&mut row_group)?;
+        self.pending_rows = 0;
+        Ok(())
+    }
+
+    /// Writes the rest, closes the file and puts it under its real name.
+    pub fn finish(mut self) -> anyhow::Result<()> {
+        self.flush()?;
+        let file = self.writer.take().expect("an unfinished file has its writer").into_inner()?;
+        // A table's file must be on disk before the catalog names it. A staged file
+        // need not be: nothing reads it back, and after a crash the batch is read
+        // from Kafka again and staged anew under the same name.
+        if self.kind == Kind::Table {
+            file.sync_all()?;
         }
-        row_group.close()?;
+        std::fs::rename(&self.tmp, &self.path).with_context(|| format!("renaming into {}", self.path.display()))
     }
-    let file = writer.into_inner()?;
-    // A table's file must be on disk before the catalog names it. A staged file
-    // need not be: nothing reads it back, and after a crash the batch is read
-    // from Kafka again and staged anew under the same name.
-    if kind == Kind::Table {
-        file.sync_all()?;
+}
+
+impl Drop for ParquetFile {
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
     }
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
-    Ok(())
+}
+
+/// A batch's output table, written as the plugin makes it (the worker's
+/// [`OutputSink`]): `path`, relative to the data directory, opened at the first
+/// write with that write's schema.
+pub struct TableSink {
+    data_dir: PathBuf,
+    path: PathBuf,
+    file: Option<ParquetFile>,
+    rows: u64,
+}
+
+impl TableSink {
+    pub fn new(data_dir: &Path, path: PathBuf) -> Self {
+        Self { data_dir: data_dir.to_path_buf(), path, file: None, rows: 0 }
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Finishes the file and returns its path, relative to the data directory;
+    /// `None`, and no file, when no rows were written.
+    pub fn finish(self) -> anyhow::Result<Option<PathBuf>> {
+        match self.file {
+            Some(file) if self.rows > 0 => {
+                file.finish()?;
+                Ok(Some(self.path))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+impl OutputSink for TableSink {
+    fn write(&mut self, _table: &str, frame: Frame) -> anyhow::Result<()> {
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(ParquetFile::create(&self.data_dir.join(&self.path), &frame.schema, Kind::Table)?),
+        };
+        file.write(&frame.batches)?;
+        self.rows += frame.rows();
+        Ok(())
+    }
 }
 
 /// `batches` cut into row groups of at most `rows` rows, without copying.
@@ -184,6 +304,52 @@ mod tests {
         write_parquet(&path, &schema, &[], Kind::Table).unwrap();
         let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap()).unwrap();
         assert_eq!((reader.schema(), reader.metadata().num_row_groups()), (&schema, 0));
+    }
+
+    #[test]
+    fn a_file_written_in_pieces_groups_small_pieces_and_an_unfinished_one_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = rows(0, 10).schema();
+        let path = dir.path().join("t/part.parquet");
+        let mut file = ParquetFile::create(&path, &schema, Kind::Table).unwrap();
+        // Small pieces wait for each other; a piece that brings the rows past
+        // the minimum writes them all as one row group.
+        let pieces = [rows(0, 10), rows(0, 10).slice(0, 0), rows(10, MIN_GROUP_ROWS as i64), rows(MIN_GROUP_ROWS as i64 + 10, 5)];
+        for piece in &pieces {
+            file.write(std::slice::from_ref(piece)).unwrap();
+        }
+        assert!(!path.exists(), "the real name appears only when finished");
+        file.finish().unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap()).unwrap();
+        let groups: Vec<i64> = reader.metadata().row_groups().iter().map(|g| g.num_rows()).collect();
+        assert_eq!(groups, [MIN_GROUP_ROWS as i64 + 10, 5]);
+        let read: Vec<RecordBatch> = reader.build().unwrap().map(Result::unwrap).collect();
+        assert_eq!(concat_batches(&schema, &read).unwrap(), concat_batches(&schema, &pieces).unwrap());
+
+        // Dropped before it is finished (the plugin failed): no file, under either name.
+        let path = dir.path().join("t/failed.parquet");
+        let mut file = ParquetFile::create(&path, &schema, Kind::Table).unwrap();
+        file.write(&[rows(0, MIN_GROUP_ROWS as i64)]).unwrap();
+        drop(file);
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("t")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["part.parquet"]);
+    }
+
+    #[test]
+    fn a_table_sink_makes_no_file_for_no_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = TableSink::new(dir.path(), PathBuf::from("tables/c/t/part.parquet"));
+        let empty = rows(0, 0);
+        sink.write("t", Frame { schema: empty.schema(), batches: vec![empty] }).unwrap();
+        assert_eq!((sink.rows(), sink.finish().unwrap()), (0, None));
+        assert_eq!(std::fs::read_dir(dir.path().join("tables/c/t")).unwrap().count(), 0);
+
+        let mut sink = TableSink::new(dir.path(), PathBuf::from("tables/c/t/part.parquet"));
+        let some = rows(0, 3);
+        sink.write("t", Frame { schema: some.schema(), batches: vec![some.clone(), some] }).unwrap();
+        assert_eq!(sink.rows(), 6);
+        assert_eq!(sink.finish().unwrap(), Some(PathBuf::from("tables/c/t/part.parquet")));
+        assert!(dir.path().join("tables/c/t/part.parquet").exists());
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::consume::{self, Assignment, WorkerConsumer};
 use crate::dead_letters::DeadLetterTopic;
 use crate::decode::{DeadLetter, JsonDecoder, RawMessage};
 use crate::frames;
-use crate::plugin::{Limits, OutputTable, Plugin, PluginLog, Runtime};
+use crate::plugin::{Limits, OutputSink, Plugin, PluginLog, Runtime};
 use crate::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
 use crate::stage;
 
@@ -523,13 +523,15 @@ impl Batches {
             })
         };
         let native = self.options.publish == PublishStage::NativeIdentity;
-        timings.plugin_cpu = 0.0; // this attempt's call only
+        (timings.plugin_cpu, timings.write) = (0.0, 0.0); // this attempt's call only
         let frames: Vec<arrow::buffer::Buffer> = partitions.iter().filter_map(|p| p.frame.clone()).collect();
 
         // Dead letters, then the plugin, while staging runs; staging is always awaited,
-        // so a retry never races a write still in flight.
+        // so a retry never races a write still in flight. The plugin's output is
+        // written to the table's file as the plugin makes it.
         let t = Instant::now();
         let table = p.output_table();
+        let sink = stage::TableSink::new(&data_dir, stage::table_file(&p.collection, &table, &p.source.topic, ranges));
         let published = async {
             // Dead letters go out, acknowledged, before any offset past them is committed.
             let stored_dead: Vec<DeadLetter> = match &self.dead_letter_topic {
@@ -546,17 +548,23 @@ impl Batches {
                 return Ok((None, PluginLog::default(), stored_dead));
             }
             if native {
-                let frame = frames::Frame { schema: schema.clone(), batches };
-                return Ok((Some(OutputTable { name: table.clone(), frame }), PluginLog::default(), stored_dead));
+                let (table, frame) = (table.clone(), frames::Frame { schema: schema.clone(), batches });
+                let written = tokio::task::spawn_blocking(move || {
+                    let (mut sink, t) = (sink, Instant::now());
+                    sink.write(&table, frame).map(|()| (sink, t.elapsed()))
+                });
+                let (sink, took) = written.await.expect("writing a table does not panic").map_err(Failure::host)?;
+                timings.write = ms(took);
+                return Ok((Some(sink), PluginLog::default(), stored_dead));
             }
             let run = self
                 .node
                 .runtime
-                .publish_blocking(p.plugin.clone(), Arc::new(vec![frames]), p.limits.clone(), Some(vec![table.clone()]))
+                .publish_blocking(p.plugin.clone(), vec![frames], p.limits.clone(), Some(vec![table.clone()]), sink)
                 .await;
-            timings.plugin_cpu = ms(run.timing.cpu);
+            (timings.plugin_cpu, timings.write) = (ms(run.timing.cpu), ms(run.timing.output));
             match run.outcome {
-                Ok(mut tables) => Ok((tables.pop(), run.log, stored_dead)),
+                Ok(sink) => Ok((Some(sink), run.log, stored_dead)),
                 Err(e) => Err(Failure { error: e.into(), log: run.log }),
             }
         }
@@ -569,7 +577,7 @@ impl Batches {
 
         // Commit: the table version and the offsets, in one catalog transaction (on the blocking pool: it syncs to disk).
         let t = Instant::now();
-        let rows_out = output.as_ref().map_or(0, |o| o.frame.rows());
+        let rows_out = output.as_ref().map_or(0, stage::TableSink::rows);
         let mut execution = self.execution(
             "committed",
             reason,
@@ -587,18 +595,9 @@ impl Batches {
             let (collection, publisher, topic) = (p.collection.clone(), self.id.clone(), p.source.topic.clone());
             let (ranges, execution) = (ranges.to_vec(), execution.clone());
             tokio::task::spawn_blocking(move || -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
-                let version = match output {
-                    Some(out) if out.frame.rows() > 0 => {
-                        let path = stage::table_file(&collection, &table, &topic, &ranges);
-                        stage::write_parquet(
-                            &catalog.data_dir().join(&path),
-                            &out.frame.schema,
-                            &out.frame.batches,
-                            stage::Kind::Table,
-                        )?;
-                        Some(NewVersion { table, files: vec![path.display().to_string()], rows: rows_out })
-                    }
-                    _ => None,
+                let version = match output.map(stage::TableSink::finish).transpose()?.flatten() {
+                    Some(path) => Some(NewVersion { table, files: vec![path.display().to_string()], rows: rows_out }),
+                    None => None,
                 };
                 let commit = BatchCommit {
                     collection: &collection,

@@ -1,14 +1,14 @@
 //! The seed's publisher: every frame of the batch, unchanged, as table `clicks`.
+//! It streams: one frame in, the same rows out, then the next, so it holds one
+//! frame at a time whatever the batch's size.
 
-use weir_guest::{RecordBatch, Result, Table};
+use weir_guest::{Frames, Output, Result};
 
-fn publish(slots: Vec<Vec<RecordBatch>>) -> Result<Vec<Table>> {
-    let frames = slots.into_iter().next().unwrap_or_default();
-    let Some(first) = frames.first() else {
-        return Ok(vec![]);
-    };
-    let schema = first.schema();
-    Ok(vec![Table::from_batches("clicks", schema, frames)?])
+fn publish(slots: Vec<Frames>, output: &mut Output) -> Result<()> {
+    for frame in slots.into_iter().flatten() {
+        output.write("clicks", &frame?)?;
+    }
+    Ok(())
 }
 
-weir_guest::export_publisher!(publish);
+weir_guest::export_stream_publisher!(publish);

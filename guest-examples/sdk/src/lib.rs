@@ -15,12 +15,29 @@
 //! weir_guest::export_publisher!(publish);
 //! ```
 //!
+//! That shape holds the whole batch, in and out, in the plugin's memory. A
+//! publisher that works frame by frame can stream instead, and hold one frame
+//! at a time:
+//!
+//! ```ignore
+//! use weir_guest::{Frames, Output, Result};
+//!
+//! fn publish(slots: Vec<Frames>, output: &mut Output) -> Result<()> {
+//!     for frame in slots.into_iter().flatten() {
+//!         output.write("clicks", &frame?)?;
+//!     }
+//!     Ok(())
+//! }
+//!
+//! weir_guest::export_stream_publisher!(publish);
+//! ```
+//!
 //! Build with `cargo build --release --target wasm32-wasip2` (`crate-type =
-//! ["cdylib"]`). The SDK decodes each input frame into one `RecordBatch` and
-//! encodes each returned [`Table`] as Arrow IPC; no plugin writes IPC by hand.
+//! ["cdylib"]`). The component implements `weir:publisher@0.2.0`. The SDK
+//! decodes each input frame into one `RecordBatch` and encodes each output as
+//! Arrow IPC; no plugin writes IPC by hand.
 
 use std::io::Cursor;
-use std::sync::Arc;
 
 pub use arrow_array::{self, RecordBatch};
 pub use arrow_schema::{self, ArrowError, DataType, Field, Schema, SchemaRef};
@@ -37,7 +54,7 @@ pub mod bindings {
     });
 }
 
-use bindings::weir::publisher::types::OutputTable;
+use bindings::weir::publisher::types::Frames as RawFrames;
 
 /// Why a publisher returns no output. Either way the batch is not committed and
 /// its offsets do not advance.
@@ -173,20 +190,67 @@ fn ipc_len(data: &arrow_data::ArrayData) -> usize {
 /// sized once: a `Vec` that outgrows its capacity doubles, and the guest then
 /// holds the output three times over (measured: 495 MB of guest memory for a
 /// 124 MB frame before this estimate counted padding and metadata).
-fn ipc_size(table: &Table) -> usize {
-    let buffers: usize = table.batches.iter().flat_map(|b| b.columns()).map(|c| ipc_len(&c.to_data())).sum();
-    let metadata: usize = table.batches.iter().map(|b| 1024 + 256 * b.num_columns()).sum();
-    buffers + metadata + 4096 + 256 * table.schema.fields().len()
+fn ipc_size(schema: &SchemaRef, batches: &[RecordBatch]) -> usize {
+    let buffers: usize = batches.iter().flat_map(|b| b.columns()).map(|c| ipc_len(&c.to_data())).sum();
+    let metadata: usize = batches.iter().map(|b| 1024 + 256 * b.num_columns()).sum();
+    buffers + metadata + 4096 + 256 * schema.fields().len()
 }
 
-fn encode(table: Table) -> Result<OutputTable> {
-    let size = ipc_size(&table);
-    let mut writer = arrow_ipc::writer::StreamWriter::try_new(Cursor::new(Vec::with_capacity(size)), &table.schema)?;
-    for batch in &table.batches {
+/// One IPC stream of `batches`, sized once.
+fn encode(schema: &SchemaRef, batches: &[RecordBatch], size: usize) -> Result<Vec<u8>> {
+    let mut writer = arrow_ipc::writer::StreamWriter::try_new(Cursor::new(Vec::with_capacity(size)), schema)?;
+    for batch in batches {
         writer.write(batch)?;
     }
-    let data = writer.into_inner()?.into_inner();
-    Ok(OutputTable { name: table.name, data })
+    Ok(writer.into_inner()?.into_inner())
+}
+
+/// One source's frames in this batch, in order (for Kafka, one per partition),
+/// read from the host one at a time: each is decoded into one batch when the
+/// iterator reaches it, and the host's copy is never held twice.
+pub struct Frames {
+    raw: RawFrames,
+}
+
+impl Frames {
+    /// How many frames the source has in this batch, read or not.
+    pub fn count(&self) -> usize {
+        self.raw.count() as usize
+    }
+}
+
+impl Iterator for Frames {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.raw.next().map(decode)
+    }
+}
+
+/// Where a publisher's output goes, as it makes it. What is written is
+/// committed only if the publisher then returns `Ok`.
+pub struct Output {
+    _private: (),
+}
+
+impl Output {
+    /// Appends `batch` to table `name`. Every write to a table must have the
+    /// schema of its first. A write the host refuses (an undeclared name, a
+    /// changed schema, over a limit) stops the plugin there, with that reason
+    /// as the run's error.
+    pub fn write(&mut self, name: &str, batch: &RecordBatch) -> Result<()> {
+        let size = ipc_size(&batch.schema(), std::slice::from_ref(batch));
+        let data = encode(&batch.schema(), std::slice::from_ref(batch), size)?;
+        bindings::weir::publisher::output::write(name, &data);
+        Ok(())
+    }
+
+    /// Appends every batch of `table` to the table of its name, as one write.
+    pub fn write_table(&mut self, table: &Table) -> Result<()> {
+        let data = encode(&table.schema, &table.batches, ipc_size(&table.schema, &table.batches))?;
+        bindings::weir::publisher::output::write(&table.name, &data);
+        Ok(())
+    }
 }
 
 #[doc(hidden)]
@@ -194,34 +258,35 @@ pub mod __private {
     use super::*;
 
     pub use crate::bindings::Guest;
-    pub use crate::bindings::weir::publisher::types::{OutputTable, PublishError};
+    pub use crate::bindings::weir::publisher::types::{Frames as RawFrames, PublishError};
 
-    pub type RawResult = std::result::Result<Vec<OutputTable>, PublishError>;
+    pub type Slots = Vec<RawFrames>;
+    pub type RawResult = std::result::Result<(), PublishError>;
 
-    /// The body of the exported `publish`: decode, call the author's function, encode.
-    pub fn run(
-        slots: Vec<Vec<Vec<u8>>>,
-        publish: impl FnOnce(Vec<Vec<RecordBatch>>) -> Result<Vec<Table>>,
-    ) -> RawResult {
-        let inner = || -> Result<Vec<OutputTable>> {
-            let slots = slots
-                .into_iter()
-                .map(|slot| slot.into_iter().map(decode).collect::<Result<Vec<_>>>())
-                .collect::<Result<Vec<_>>>()?;
-            publish(slots)?.into_iter().map(encode).collect()
-        };
-        inner().map_err(|e| match e {
+    /// The body of the exported `publish` for a streaming publisher.
+    pub fn stream(slots: Slots, publish: impl FnOnce(Vec<Frames>, &mut Output) -> Result<()>) -> RawResult {
+        let slots = slots.into_iter().map(|raw| Frames { raw }).collect();
+        publish(slots, &mut Output { _private: () }).map_err(|e| match e {
             Error::InvalidInput(m) => PublishError::InvalidInput(m),
             Error::Failed(m) => PublishError::Failed(m),
         })
     }
 
-    pub type Slots = Vec<Vec<Vec<u8>>>;
-    pub type Schema = Arc<arrow_schema::Schema>;
+    /// The body of the exported `publish` for a whole-batch publisher: read
+    /// every frame, call the author's function, write every table.
+    pub fn run(slots: Slots, publish: impl FnOnce(Vec<Vec<RecordBatch>>) -> Result<Vec<Table>>) -> RawResult {
+        stream(slots, |slots, output| {
+            let slots = slots.into_iter().map(|frames| frames.collect::<Result<Vec<_>>>()).collect::<Result<_>>()?;
+            for table in publish(slots)? {
+                output.write_table(&table)?;
+            }
+            Ok(())
+        })
+    }
 }
 
 /// Exports `fn(Vec<Vec<RecordBatch>>) -> weir_guest::Result<Vec<Table>>` as this
-/// component's `publish`.
+/// component's `publish`: the whole batch in, every table out.
 #[macro_export]
 macro_rules! export_publisher {
     ($publish:path) => {
@@ -230,6 +295,23 @@ macro_rules! export_publisher {
         impl $crate::__private::Guest for __WeirPublisher {
             fn publish(slots: $crate::__private::Slots) -> $crate::__private::RawResult {
                 $crate::__private::run(slots, $publish)
+            }
+        }
+
+        $crate::bindings::__export_stream_publisher!(__WeirPublisher with_types_in $crate::bindings);
+    };
+}
+
+/// Exports `fn(Vec<Frames>, &mut Output) -> weir_guest::Result<()>` as this
+/// component's `publish`: frames read one at a time, output written as made.
+#[macro_export]
+macro_rules! export_stream_publisher {
+    ($publish:path) => {
+        struct __WeirPublisher;
+
+        impl $crate::__private::Guest for __WeirPublisher {
+            fn publish(slots: $crate::__private::Slots) -> $crate::__private::RawResult {
+                $crate::__private::stream(slots, $publish)
             }
         }
 

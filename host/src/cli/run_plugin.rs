@@ -65,6 +65,8 @@ struct Report {
 struct PluginReport {
     path: PathBuf,
     digest: String,
+    /// The `weir:publisher` version it implements.
+    contract: &'static str,
     origin: Origin,
     load_ms: f64,
 }
@@ -81,7 +83,7 @@ struct TableReport {
 struct TimingReport {
     instantiate_us: f64,
     call_ms: f64,
-    check_ms: f64,
+    output_ms: f64,
     cpu_ms: f64,
 }
 
@@ -90,7 +92,7 @@ impl From<Timing> for TimingReport {
         Self {
             instantiate_us: t.instantiate.as_secs_f64() * 1e6,
             call_ms: t.call.as_secs_f64() * 1e3,
-            check_ms: t.check.as_secs_f64() * 1e3,
+            output_ms: t.output.as_secs_f64() * 1e3,
             cpu_ms: t.cpu.as_secs_f64() * 1e3,
         }
     }
@@ -128,12 +130,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         output_bytes: usize::try_from(args.output_limit).unwrap_or(usize::MAX),
         ..Limits::default()
     };
-    let run = runtime.publish(&plugin, &[frames], &limits, None);
+    let run = runtime.publish(&plugin, vec![frames], &limits, None);
 
     let mut report = Report {
         plugin: PluginReport {
             path: args.plugin.clone(),
             digest: plugin.digest().to_string(),
+            contract: plugin.contract(),
             origin: plugin.origin(),
             load_ms,
         },
@@ -186,7 +189,10 @@ fn print(report: &Report, output: Output) -> anyhow::Result<()> {
                 Origin::Compiled => "compiled",
                 Origin::Cached => "loaded from cache",
             };
-            println!("plugin  {} ({how} in {:.1} ms)", report.plugin.digest, report.plugin.load_ms);
+            println!(
+                "plugin  {} (weir:publisher@{}, {how} in {:.1} ms)",
+                report.plugin.digest, report.plugin.contract, report.plugin.load_ms
+            );
             println!(
                 "        instantiate {:.0} µs, publish {:.2} ms, {:.2} ms of CPU in all",
                 report.timing.instantiate_us, report.timing.call_ms, report.timing.cpu_ms

@@ -170,11 +170,12 @@ fn print_execution(e: &Value) {
     let t = &e["timings_ms"];
     let ms = |v: &Value| v.as_f64().map_or("-".into(), |ms| format!("{ms:.1}"));
     println!(
-        "timings (ms)  decode {}, stage {}, publish {} (plugin CPU {}), commit {}",
+        "timings (ms)  decode {}, stage {}, publish {} (plugin CPU {}, writing the table {}), commit {}",
         ms(&t["decode"]),
         ms(&t["stage"]),
         ms(&t["publish"]),
         ms(&t["plugin_cpu"]),
+        ms(&t["write"]),
         ms(&t["commit"])
     );
     if !e["error"].is_null() {

@@ -25,10 +25,10 @@ pub enum LoadError {
     CoreModule,
     #[error("the component is malformed: {reason}")]
     Malformed { reason: String },
-    #[error("the plugin imports `{import}`, which publishers may not use; allowed imports are `{host}` and the WASI 0.2 cli, clocks, io, random and filesystem interfaces", host = super::bindings::HOST_INTERFACE)]
+    #[error("the plugin imports `{import}`, which publishers may not use; allowed imports are `{host}` and the WASI 0.2 cli, clocks, io, random and filesystem interfaces", host = super::bindings::HOST_INTERFACES.join("`, `"))]
     ForbiddenImport { import: String },
     #[error(
-        "the component does not implement the `weir:publisher/stream-publisher@0.1.0` world: {reason}; generate its bindings from weir's `wit/` (the weir-guest SDK does)"
+        "the component does not implement the `weir:publisher/stream-publisher` world, version 0.2.0 or 0.1.0: {reason}; generate its bindings from weir's `wit/` (the weir-guest SDK does)"
     )]
     WrongWorld { reason: String },
     #[error("compiled-artifact cache: {0:#}")]
@@ -100,6 +100,8 @@ pub enum OutputError {
     Undeclared { name: String, declared: Vec<String> },
     #[error("output table `{name}` is returned more than once")]
     Duplicate { name: String },
+    #[error("output table `{name}` changed its schema between writes: first ({first}), now ({now}); every write to a table must carry its first schema")]
+    SchemaChanged { name: String, first: String, now: String },
     #[error("output table `{name}` is not a valid Arrow IPC stream: {reason}")]
     BadIpc { name: String, reason: String },
     #[error("the plugin returned {rows} rows, over the {limit}-row output limit")]
@@ -117,6 +119,10 @@ pub enum RunError {
     Output(#[from] OutputError),
     #[error("could not start the plugin: {0:#}")]
     Instantiate(anyhow::Error),
+    /// The host could not take output it had accepted (a full disk, say): not
+    /// the plugin's fault, and worth a retry.
+    #[error("storing the plugin's output: {0:#}")]
+    Sink(anyhow::Error),
 }
 
 /// Names the limit or fault behind a failed call, from wasmtime's error, the

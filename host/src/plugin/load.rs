@@ -4,9 +4,10 @@
 //! component bytes get past [`check_bytes`]).
 
 use wasmtime::Engine;
+use wasmtime::component::types::{ComponentExtern, ComponentItem};
 use wasmtime::component::{Component, ComponentExportIndex, Linker};
 
-use super::bindings::{HOST_INTERFACE, StreamPublisherPre};
+use super::bindings::{HOST_INTERFACES, v0_1, v0_2};
 use super::error::LoadError;
 use super::sandbox::Sandbox;
 
@@ -56,7 +57,7 @@ const WASI_ALLOWED: &[&str] = &[
 
 /// Whether a component may import the interface named `name` (`ns:pkg/iface@version`).
 pub fn import_allowed(name: &str) -> bool {
-    if name == HOST_INTERFACE || name == "weir:publisher/types@0.1.0" {
+    if HOST_INTERFACES.contains(&name) {
         return true;
     }
     match name.split_once('@') {
@@ -65,21 +66,42 @@ pub fn import_allowed(name: &str) -> bool {
     }
 }
 
-/// Checks a compiled component against the allow-list and the world, and links
-/// it; with it, where its `publish` export is.
-pub fn link(
-    engine: &Engine,
-    linker: &Linker<Sandbox>,
-    component: &Component,
-) -> Result<(StreamPublisherPre<Sandbox>, ComponentExportIndex), LoadError> {
+/// A component linked against the world version it implements.
+#[derive(Clone)]
+pub enum Linked {
+    V0_2(v0_2::StreamPublisherPre<Sandbox>),
+    /// With where its `publish` export is: it is called through its typed
+    /// export, not the generated `call_publish`, whose parameter type would
+    /// make every frame a `Vec` of its own.
+    V0_1(v0_1::StreamPublisherPre<Sandbox>, ComponentExportIndex),
+}
+
+/// Checks a compiled component against the allow-list and the world (0.2.0,
+/// else 0.1.0), and links it.
+pub fn link(engine: &Engine, linker: &Linker<Sandbox>, component: &Component) -> Result<Linked, LoadError> {
     let ty = component.component_type();
-    if let Some((import, _)) = ty.imports(engine).find(|(name, _)| !import_allowed(name)) {
+    // A type import (a world's `use` of a type or resource, such as 0.2.0's
+    // `frames`) names a type; it grants nothing.
+    let grants = |item: &ComponentExtern| !matches!(item.ty, ComponentItem::Type(_) | ComponentItem::Resource(_));
+    if let Some((import, _)) = ty.imports(engine).find(|(name, item)| grants(item) && !import_allowed(name)) {
         return Err(LoadError::ForbiddenImport { import: import.to_string() });
     }
-    let pre = linker.instantiate_pre(component).map_err(|e| LoadError::WrongWorld { reason: format!("{e:#}") })?;
-    let pre = StreamPublisherPre::new(pre).map_err(|e| LoadError::WrongWorld { reason: format!("{e:#}") })?;
-    let publish = component.get_export_index(None, "publish").expect("the world's check found `publish`");
-    Ok((pre, publish))
+    let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld { reason: format!("{e:#}") };
+    let pre = linker.instantiate_pre(component).map_err(wrong_world)?;
+    let v0_2 = match v0_2::StreamPublisherPre::new(pre.clone()) {
+        Ok(pre) => return Ok(Linked::V0_2(pre)),
+        Err(e) => e,
+    };
+    // A component that imports nothing of 0.2.0 may be a 0.1.0 publisher; one
+    // that does is reported against 0.2.0, the version it was built for.
+    let imports_v0_2 = ty.imports(engine).any(|(name, _)| name.starts_with("weir:publisher/") && name.ends_with("@0.2.0"));
+    match v0_1::StreamPublisherPre::new(pre) {
+        Ok(pre) if !imports_v0_2 => {
+            let publish = component.get_export_index(None, "publish").expect("the world's check found `publish`");
+            Ok(Linked::V0_1(pre, publish))
+        }
+        _ => Err(wrong_world(v0_2)),
+    }
 }
 
 #[cfg(test)]
@@ -89,11 +111,14 @@ mod tests {
     #[test]
     fn allow_list() {
         assert!(import_allowed("weir:publisher/host@0.1.0"));
+        assert!(import_allowed("weir:publisher/host@0.2.0"));
+        assert!(import_allowed("weir:publisher/output@0.2.0"));
         assert!(import_allowed("wasi:cli/environment@0.2.3"));
         assert!(!import_allowed("wasi:cli/environment@0.3.0"));
         assert!(!import_allowed("wasi:sockets/tcp@0.2.0"));
         assert!(!import_allowed("wasi:http/outgoing-handler@0.2.0"));
-        assert!(!import_allowed("weir:publisher/host@0.2.0"));
+        assert!(!import_allowed("weir:publisher/host@0.3.0"));
+        assert!(!import_allowed("weir:publisher/output@0.1.0"));
         assert!(!import_allowed("evil"));
     }
 

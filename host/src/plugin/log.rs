@@ -12,7 +12,7 @@ use serde::Serialize;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
-use super::bindings::Level;
+use super::bindings::{v0_1, v0_2};
 
 /// How loud a line is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -25,17 +25,25 @@ pub enum LogLevel {
     Error,
 }
 
-impl From<Level> for LogLevel {
-    fn from(level: Level) -> Self {
-        match level {
-            Level::Trace => Self::Trace,
-            Level::Debug => Self::Debug,
-            Level::Info => Self::Info,
-            Level::Warn => Self::Warn,
-            Level::Error => Self::Error,
+/// The `level` enum of each package version the host serves.
+macro_rules! from_wit_level {
+    ($($level:ty),*) => {$(
+        impl From<$level> for LogLevel {
+            fn from(level: $level) -> Self {
+                type L = $level;
+                match level {
+                    L::Trace => Self::Trace,
+                    L::Debug => Self::Debug,
+                    L::Info => Self::Info,
+                    L::Warn => Self::Warn,
+                    L::Error => Self::Error,
+                }
+            }
         }
-    }
+    )*};
 }
+
+from_wit_level!(v0_1::weir::publisher::host::Level, v0_2::weir::publisher::host::Level);
 
 /// Where a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -14,23 +14,28 @@ mod load;
 mod log;
 mod output;
 mod sandbox;
+mod slots;
 mod ticker;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, ComponentExportIndex, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasmtime::component::{Component, ComponentExportIndex, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline};
 
 pub use cache::{ArtifactCache, Origin, digest};
 pub use error::{GuestError, LoadError, OutputError, RunError, Trap, TrapKind};
 pub use limits::{Limits, MAX_MEMORY_BYTES, human_bytes, human_duration};
 pub use log::{LogLevel, LogLine, LogSource, PluginLog};
-pub use output::{OutputTable, valid_table_name};
+pub use output::{Collect, OutputSink, OutputTable, valid_table_name};
+pub use slots::Frames;
 
-use bindings::{RawOutputTable, RawPublishError, StreamPublisher, StreamPublisherPre};
+use bindings::{v0_1, v0_2};
+use load::Linked;
+use output::Output;
 use sandbox::Sandbox;
+use slots::SlotFrames;
 use ticker::{EpochTicker, TICK};
 
 /// Process-wide settings of the runtime.
@@ -55,12 +60,11 @@ impl Default for RuntimeConfig {
 pub struct Plugin {
     digest: String,
     origin: Origin,
-    pre: StreamPublisherPre<Sandbox>,
-    publish: ComponentExportIndex,
+    linked: Linked,
 }
 
-/// `publish`'s results, as the guest returns them.
-type PublishResult = (Result<Vec<RawOutputTable>, RawPublishError>,);
+/// A 0.1.0 `publish`'s results, as the guest returns them.
+type PublishResultV0_1 = (Result<Vec<v0_1::OutputTable>, v0_1::PublishError>,);
 
 impl Plugin {
     /// `sha256:<hex>` of the component's bytes.
@@ -71,12 +75,20 @@ impl Plugin {
     pub fn origin(&self) -> Origin {
         self.origin
     }
+    /// The `weir:publisher` version the component implements.
+    pub fn contract(&self) -> &'static str {
+        match self.linked {
+            Linked::V0_2(_) => "0.2.0",
+            Linked::V0_1(..) => "0.1.0",
+        }
+    }
 }
 
 /// The result of one `publish` call. The log is there whatever happened.
+/// `T` is where the output went: by default, the tables in memory.
 #[derive(Debug)]
-pub struct Run {
-    pub outcome: Result<Vec<OutputTable>, RunError>,
+pub struct Run<T = Vec<OutputTable>> {
+    pub outcome: Result<T, RunError>,
     pub log: PluginLog,
     pub timing: Timing,
 }
@@ -86,12 +98,14 @@ pub struct Run {
 pub struct Timing {
     /// Creating the store and instantiating the component.
     pub instantiate: Duration,
-    /// Copying the input in, running `publish`, copying the output out.
+    /// Copying the input in, running `publish`, copying the output out; the
+    /// output's checks and sink (`output`) excluded.
     pub call: Duration,
-    /// Decoding and checking the output.
-    pub check: Duration,
-    /// CPU time the calling thread spent on all of the above: what the call
-    /// cost, whatever else ran beside it.
+    /// Checking the output and handing it to the sink, inside the call or
+    /// after it: the host's work, which the CPU deadline does not count.
+    pub output: Duration,
+    /// CPU time the calling thread spent on the plugin, the output's checks
+    /// and sink excluded: what the call cost, whatever else ran beside it.
     pub cpu: Duration,
 }
 
@@ -124,7 +138,9 @@ impl Runtime {
         let engine = Engine::new(&engine_config(config.max_concurrent_calls)).map_err(anyhow::Error::from)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(anyhow::Error::from)?;
-        StreamPublisher::add_to_linker::<Sandbox, wasmtime::component::HasSelf<Sandbox>>(&mut linker, |s| s)
+        v0_2::StreamPublisher::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s)
+            .map_err(anyhow::Error::from)?;
+        v0_1::StreamPublisher::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s)
             .map_err(anyhow::Error::from)?;
         let cache = config.cache_dir.map(|dir| ArtifactCache::new(&engine, dir));
         let ticker = EpochTicker::start(engine.clone());
@@ -145,86 +161,116 @@ impl Runtime {
             Some(cache) => cache.load_or_compile(&self.engine, &digest, compile)?,
             None => (compile()?, Origin::Compiled),
         };
-        let (pre, publish) = load::link(&self.engine, &self.linker, &component)?;
-        Ok(Plugin { digest, origin, pre, publish })
+        let linked = load::link(&self.engine, &self.linker, &component)?;
+        Ok(Plugin { digest, origin, linked })
     }
 
-    /// Runs `publish` once on a fresh instance, on the calling thread.
-    ///
-    /// `slots` is the batch in array mode: one entry per source, each the list of
-    /// that source's table frames (Arrow IPC streams). A frame is whatever holds
-    /// its bytes (a `Vec`, an Arrow buffer the host reads too): they are copied
-    /// straight into the guest. When `declared` is given, every output table
-    /// must be one of those names.
-    pub fn publish<F: AsRef<[u8]>>(
+    /// Runs `publish` once on a fresh instance, on the calling thread, and
+    /// returns the output tables in memory. See [`Runtime::publish_into`].
+    pub fn publish<F: AsRef<[u8]> + Send + Sync + 'static>(
         &self,
         plugin: &Plugin,
-        slots: &[Vec<F>],
+        slots: Vec<Vec<F>>,
         limits: &Limits,
         declared: Option<&[String]>,
     ) -> Run {
-        let slots: Vec<Vec<&[u8]>> = slots.iter().map(|slot| slot.iter().map(AsRef::as_ref).collect()).collect();
+        let run = self.publish_into(plugin, slots, limits, declared, Collect::default());
+        Run { outcome: run.outcome.map(|Collect(tables)| tables), log: run.log, timing: run.timing }
+    }
+
+    /// Runs `publish` once on a fresh instance, on the calling thread, and hands
+    /// every piece of output, checked, to `sink`; on success the sink comes back.
+    ///
+    /// `slots` is the batch in array mode: one entry per source, each the list of
+    /// that source's table frames (Arrow IPC streams). A frame is whatever holds
+    /// its bytes (a `Vec`, an Arrow buffer the host reads too). When `declared`
+    /// is given, every output table must be one of those names.
+    ///
+    /// A 0.2.0 plugin reads its frames one at a time and writes its output
+    /// while it runs, so neither the plugin nor the host holds the batch's
+    /// output whole. A 0.1.0 plugin gets every frame at once and returns every
+    /// table; they reach the sink after the call.
+    pub fn publish_into<F: AsRef<[u8]> + Send + Sync + 'static, S: OutputSink>(
+        &self,
+        plugin: &Plugin,
+        slots: Vec<Vec<F>>,
+        limits: &Limits,
+        declared: Option<&[String]>,
+        sink: S,
+    ) -> Run<S> {
         let started = Instant::now();
         let started_cpu = crate::cpu_time::thread();
         let memory_bytes = limits.memory_bytes.min(MAX_MEMORY_BYTES) as usize;
         let log = log::LogSink::new(limits.log_bytes);
-        let mut store = Store::new(&self.engine, Sandbox::new(log.clone(), memory_bytes));
+        let output = Output::new(Box::new(sink), limits, declared);
+        let mut store = Store::new(&self.engine, Sandbox::new(log.clone(), memory_bytes, output));
         store.limiter(|s| &mut s.limiter);
-        store.epoch_deadline_trap();
+        // The deadline is the plugin's time: time the host spends on its output
+        // inside the call is given back.
+        let mut credited = Duration::ZERO;
+        store.epoch_deadline_callback(move |store| {
+            let host = store.data().output().host_time;
+            let owed = host.saturating_sub(credited);
+            credited = host;
+            Ok(match owed.as_nanos() / TICK.as_nanos() {
+                0 => UpdateDeadline::Interrupt,
+                ticks => UpdateDeadline::Continue(ticks as u64),
+            })
+        });
         store.set_epoch_deadline(deadline_ticks(limits.deadline));
         store.set_hostcall_fuel(limits.output_bytes.saturating_add(OUTPUT_FUEL_SLACK));
 
         let mut timing = Timing::default();
-        // `publish` is called through its typed export rather than the generated
-        // `call_publish`, whose parameter type would make every frame a `Vec` of its own.
-        let instance = plugin.pre.instance_pre().instantiate(&mut store).and_then(|instance| {
-            instance.get_typed_func::<(&[Vec<&[u8]>],), PublishResult>(&mut store, &plugin.publish)
-        });
-        timing.instantiate = started.elapsed();
-        let result = match instance {
-            Ok(publish) => {
-                let called = Instant::now();
-                let result = publish.call(&mut store, (&slots,)).map(|(result,)| result);
-                timing.call = called.elapsed();
-                result.map_err(|e| (e, true))
+        let batch: Arc<dyn Frames> = Arc::new(slots);
+        let result = match &plugin.linked {
+            Linked::V0_2(pre) => call_v0_2(&mut store, pre, &batch, &mut timing).map(|r| r.map(|()| None)),
+            Linked::V0_1(pre, publish) => {
+                call_v0_1(&mut store, pre, *publish, &batch, &mut timing).map(|r| r.map(Some))
             }
-            Err(e) => Err((e, false)),
         };
         let memory_cap_hit = store.data().limiter.memory_cap_hit;
-        // The store (and any trapped instance in it) goes now, before anything else runs.
+        let mut output = store.data_mut().output.take().expect("the output stays in the store until now");
+        timing.call = started.elapsed().saturating_sub(timing.instantiate).saturating_sub(output.host_time);
+        // The store (and any trapped instance in it) goes now, before anything else
+        // runs, and the host's hold on the input with it.
         drop(store);
+        drop(batch);
         let log = log.finish();
 
-        let checked = Instant::now();
         let outcome = match result {
-            Ok(Ok(tables)) => check_outputs(tables, limits, declared),
-            Ok(Err(RawPublishError::InvalidInput(m))) => Err(GuestError::InvalidInput(m).into()),
-            Ok(Err(RawPublishError::Failed(m))) => Err(GuestError::Failed(m).into()),
-            Err((e, called)) => {
-                let kind = error::classify(&e, memory_cap_hit, limits, &log);
-                if !called && kind == TrapKind::Other {
-                    Err(RunError::Instantiate(e.into()))
+            // A refused write stopped the plugin: the refusal is the outcome.
+            _ if output.refused.is_some() => Err(output.refused.take().expect("checked")),
+            Ok(Ok(None)) => Ok(()),
+            Ok(Ok(Some(tables))) => returned_v0_1(&mut output, tables),
+            Ok(Err(e)) => Err(e.into()),
+            Err(Failed { error, instantiated }) => {
+                let kind = error::classify(&error, memory_cap_hit, limits, &log);
+                if !instantiated && kind == TrapKind::Other {
+                    Err(RunError::Instantiate(error.into()))
                 } else {
-                    Err(Trap { kind, source: e.into() }.into())
+                    Err(Trap { kind, source: error.into() }.into())
                 }
             }
         };
-        timing.check = checked.elapsed();
-        timing.cpu = crate::cpu_time::thread().saturating_sub(started_cpu);
-        Run { outcome, log, timing }
+        timing.output = output.host_time;
+        timing.cpu = crate::cpu_time::thread().saturating_sub(started_cpu).saturating_sub(output.host_cpu);
+        Run { outcome: outcome.map(|()| output.into_sink()), log, timing }
     }
 
-    /// [`Runtime::publish`] on tokio's blocking pool, so the CPU-bound call
-    /// never stalls the async reactor.
-    pub async fn publish_blocking<F: AsRef<[u8]> + Send + Sync + 'static>(
+    /// [`Runtime::publish_into`] on tokio's blocking pool, so the CPU-bound
+    /// call never stalls the async reactor.
+    pub async fn publish_blocking<F: AsRef<[u8]> + Send + Sync + 'static, S: OutputSink>(
         self: &Arc<Self>,
         plugin: Plugin,
-        slots: Arc<Vec<Vec<F>>>,
+        slots: Vec<Vec<F>>,
         limits: Limits,
         declared: Option<Vec<String>>,
-    ) -> Run {
+        sink: S,
+    ) -> Run<S> {
         let runtime = self.clone();
-        let task = tokio::task::spawn_blocking(move || runtime.publish(&plugin, &slots, &limits, declared.as_deref()));
+        let task = tokio::task::spawn_blocking(move || {
+            runtime.publish_into(&plugin, slots, &limits, declared.as_deref(), sink)
+        });
         match task.await {
             Ok(run) => run,
             // `publish` catches every guest fault; a panic here is a host bug, so keep it loud.
@@ -233,18 +279,73 @@ impl Runtime {
     }
 }
 
-fn check_outputs(
-    tables: Vec<bindings::RawOutputTable>,
-    limits: &Limits,
-    declared: Option<&[String]>,
-) -> Result<Vec<OutputTable>, RunError> {
-    let bytes: usize = tables.iter().map(|t| t.data.len()).sum();
-    if bytes > limits.output_bytes {
-        let kind = TrapKind::OutputTooLarge { limit_bytes: limits.output_bytes };
-        let source = anyhow::anyhow!("the plugin returned {bytes} bytes of Arrow IPC");
-        return Err(Trap { kind, source }.into());
+/// A call that did not return: wasmtime's error, and whether the component had
+/// been instantiated when it came.
+struct Failed {
+    error: wasmtime::Error,
+    instantiated: bool,
+}
+
+type Called<T> = Result<Result<T, GuestError>, Failed>;
+
+fn call_v0_2(
+    store: &mut Store<Sandbox>,
+    pre: &v0_2::StreamPublisherPre<Sandbox>,
+    batch: &Arc<dyn Frames>,
+    timing: &mut Timing,
+) -> Called<()> {
+    let started = Instant::now();
+    let publisher = pre.instantiate(&mut *store).map_err(|error| Failed { error, instantiated: false })?;
+    timing.instantiate = started.elapsed();
+    let failed = |error| Failed { error, instantiated: true };
+    let slots = SlotFrames::of(batch)
+        .into_iter()
+        .map(|frames| store.data_mut().table.push(frames))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| failed(e.into()))?;
+    let result = publisher.call_publish(&mut *store, &slots).map_err(failed)?;
+    Ok(result.map_err(|e| match e {
+        v0_2::PublishError::InvalidInput(m) => GuestError::InvalidInput(m),
+        v0_2::PublishError::Failed(m) => GuestError::Failed(m),
+    }))
+}
+
+fn call_v0_1(
+    store: &mut Store<Sandbox>,
+    pre: &v0_1::StreamPublisherPre<Sandbox>,
+    publish: ComponentExportIndex,
+    batch: &Arc<dyn Frames>,
+    timing: &mut Timing,
+) -> Called<Vec<v0_1::OutputTable>> {
+    let started = Instant::now();
+    let slots: Vec<Vec<&[u8]>> =
+        (0..batch.slots()).map(|slot| (0..batch.len(slot)).map(|i| batch.frame(slot, i)).collect()).collect();
+    let call = pre.instance_pre().instantiate(&mut *store).and_then(|instance| {
+        instance.get_typed_func::<(&[Vec<&[u8]>],), PublishResultV0_1>(&mut *store, &publish)
+    });
+    let publish = call.map_err(|error| Failed { error, instantiated: false })?;
+    timing.instantiate = started.elapsed();
+    let (result,) = publish.call(&mut *store, (&slots,)).map_err(|error| Failed { error, instantiated: true })?;
+    Ok(result.map_err(|e| match e {
+        v0_1::PublishError::InvalidInput(m) => GuestError::InvalidInput(m),
+        v0_1::PublishError::Failed(m) => GuestError::Failed(m),
+    }))
+}
+
+/// What a 0.1.0 plugin returned, through the same checks as a 0.2.0 plugin's
+/// writes; under 0.1.0 each table is returned once. (The byte limit was
+/// enforced while wasmtime copied the tables out, by hostcall fuel.)
+fn returned_v0_1(output: &mut Output, tables: Vec<v0_1::OutputTable>) -> Result<(), RunError> {
+    let mut seen = std::collections::HashSet::new();
+    for table in tables {
+        if !seen.insert(table.name.clone()) {
+            return Err(OutputError::Duplicate { name: table.name }.into());
+        }
+        if output.write(table.name, table.data).is_err() {
+            return Err(output.refused.take().expect("a refusal is kept"));
+        }
     }
-    Ok(output::check(tables, declared, limits.output_rows)?)
+    Ok(())
 }
 
 fn deadline_ticks(deadline: Duration) -> u64 {

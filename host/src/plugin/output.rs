@@ -1,19 +1,48 @@
-//! What a plugin returns is checked before anyone commits it: names, declared
-//! outputs, Arrow IPC that decodes, and the row limit. (The byte limit is
-//! enforced while wasmtime copies the output out, by hostcall fuel.)
+//! Where a plugin's output goes. Every piece is checked before anyone may
+//! commit it (names, declared outputs, Arrow IPC that decodes, one schema per
+//! table, the byte and row limits), then handed to the caller's
+//! [`OutputSink`] as it arrives: under `weir:publisher@0.2.0` while the plugin
+//! runs, under 0.1.0 once it returns.
 
-use std::collections::HashSet;
+use std::any::Any;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use arrow::datatypes::SchemaRef;
 
 use crate::frames::{self, Frame};
 
-use super::bindings::RawOutputTable;
-use super::error::OutputError;
+use super::error::{OutputError, RunError, Trap, TrapKind};
+use super::limits::Limits;
+
+/// Takes a call's checked output. What it was given counts only if the call
+/// then succeeds: on failure the runtime drops the sink, which must then leave
+/// nothing behind.
+pub trait OutputSink: Any + Send {
+    /// Rows for table `name`. Every frame of a table has the schema of its first.
+    fn write(&mut self, name: &str, frame: Frame) -> anyhow::Result<()>;
+}
 
 /// One table a plugin returned, decoded.
 #[derive(Debug, Clone)]
 pub struct OutputTable {
     pub name: String,
     pub frame: Frame,
+}
+
+/// A sink that keeps every table in memory, each table's pieces as one frame,
+/// in the order the tables were first written.
+#[derive(Debug, Default)]
+pub struct Collect(pub Vec<OutputTable>);
+
+impl OutputSink for Collect {
+    fn write(&mut self, name: &str, frame: Frame) -> anyhow::Result<()> {
+        match self.0.iter_mut().find(|t| t.name == name) {
+            Some(table) => table.frame.batches.extend(frame.batches),
+            None => self.0.push(OutputTable { name: name.to_string(), frame }),
+        }
+        Ok(())
+    }
 }
 
 /// Table names become file and catalog names, so they are kept simple.
@@ -24,41 +53,118 @@ pub fn valid_table_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'))
 }
 
-pub fn check(
-    raw: Vec<RawOutputTable>,
-    declared: Option<&[String]>,
+/// One call's output: its checks, its running totals, and the sink.
+pub struct Output {
+    declared: Option<Vec<String>>,
+    byte_limit: usize,
     row_limit: u64,
-) -> Result<Vec<OutputTable>, OutputError> {
-    let mut seen = HashSet::new();
-    let mut rows = 0u64;
-    let mut tables = Vec::with_capacity(raw.len());
-    for table in raw {
-        let name = table.name;
-        if !valid_table_name(&name) {
-            return Err(OutputError::BadName { name });
+    bytes: usize,
+    rows: u64,
+    schemas: HashMap<String, SchemaRef>,
+    sink: Box<dyn OutputSink>,
+    /// Why a write was refused; the call ends with this error.
+    pub refused: Option<RunError>,
+    /// Wall and CPU time spent checking and sinking output: host work, not
+    /// the plugin's.
+    pub host_time: Duration,
+    pub host_cpu: Duration,
+}
+
+impl Output {
+    pub fn new(sink: Box<dyn OutputSink>, limits: &Limits, declared: Option<&[String]>) -> Self {
+        Self {
+            declared: declared.map(<[String]>::to_vec),
+            byte_limit: limits.output_bytes,
+            row_limit: limits.output_rows,
+            bytes: 0,
+            rows: 0,
+            schemas: HashMap::new(),
+            sink,
+            refused: None,
+            host_time: Duration::ZERO,
+            host_cpu: Duration::ZERO,
         }
-        if let Some(declared) = declared
+    }
+
+    /// Checks one piece of table `name` and hands it to the sink. A refusal is
+    /// kept (the first one wins) and returned.
+    pub fn write(&mut self, name: String, data: Vec<u8>) -> Result<(), &RunError> {
+        let (started, started_cpu) = (Instant::now(), crate::cpu_time::thread());
+        if self.refused.is_none()
+            && let Err(e) = self.check_and_sink(name, data)
+        {
+            self.refused = Some(e);
+        }
+        self.host_time += started.elapsed();
+        self.host_cpu += crate::cpu_time::thread().saturating_sub(started_cpu);
+        self.refused.as_ref().map_or(Ok(()), Err)
+    }
+
+    fn check_and_sink(&mut self, name: String, data: Vec<u8>) -> Result<(), RunError> {
+        if !valid_table_name(&name) {
+            return Err(OutputError::BadName { name }.into());
+        }
+        if let Some(declared) = &self.declared
             && !declared.contains(&name)
         {
-            return Err(OutputError::Undeclared { name, declared: declared.to_vec() });
+            return Err(OutputError::Undeclared { name, declared: declared.clone() }.into());
         }
-        if !seen.insert(name.clone()) {
-            return Err(OutputError::Duplicate { name });
+        self.bytes = self.bytes.saturating_add(data.len());
+        if self.bytes > self.byte_limit {
+            let kind = TrapKind::OutputTooLarge { limit_bytes: self.byte_limit };
+            let source = anyhow::anyhow!("the plugin wrote {} bytes of Arrow IPC", self.bytes);
+            return Err(Trap { kind, source }.into());
         }
-        let frame = frames::decode(table.data)
-            .map_err(|e| OutputError::BadIpc { name: name.clone(), reason: e.to_string() })?;
-        rows += frame.rows();
-        if rows > row_limit {
-            return Err(OutputError::TooManyRows { rows, limit: row_limit });
+        let frame =
+            frames::decode(data).map_err(|e| OutputError::BadIpc { name: name.clone(), reason: e.to_string() })?;
+        self.rows += frame.rows();
+        if self.rows > self.row_limit {
+            return Err(OutputError::TooManyRows { rows: self.rows, limit: self.row_limit }.into());
         }
-        tables.push(OutputTable { name, frame });
+        match self.schemas.get(&name) {
+            Some(first) if *first != frame.schema => {
+                let (first, now) = (fields(first), fields(&frame.schema));
+                return Err(OutputError::SchemaChanged { name, first, now }.into());
+            }
+            Some(_) => {}
+            None => {
+                self.schemas.insert(name.clone(), frame.schema.clone());
+            }
+        }
+        self.sink.write(&name, frame).map_err(RunError::Sink)
     }
-    Ok(tables)
+
+    /// The sink, once the call has succeeded.
+    pub fn into_sink<S: OutputSink>(self) -> S {
+        let sink: Box<dyn Any> = self.sink;
+        *sink.downcast::<S>().expect("the sink the call was given")
+    }
+}
+
+/// `name: Type, ...`, for a message.
+fn fields(schema: &SchemaRef) -> String {
+    let fields: Vec<String> = schema.fields().iter().map(|f| format!("{}: {}", f.name(), f.data_type())).collect();
+    fields.join(", ")
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+
     use super::*;
+
+    fn ipc(column: &str, rows: i64) -> Vec<u8> {
+        let schema = Arc::new(Schema::new(vec![Field::new(column, DataType::Int64, false)]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(0..rows))]).unwrap();
+        frames::encode(&schema, &[batch]).unwrap()
+    }
+
+    fn output(limits: Limits) -> Output {
+        Output::new(Box::new(Collect::default()), &limits, Some(&["clicks".to_string()]))
+    }
 
     #[test]
     fn names() {
@@ -71,14 +177,41 @@ mod tests {
     }
 
     #[test]
-    fn refuses_undeclared_duplicate_and_garbage() {
-        let t = |name: &str, data: &[u8]| RawOutputTable { name: name.into(), data: data.to_vec() };
-        let declared = vec!["clicks".to_string()];
-        let err = check(vec![t("other", b"")], Some(&declared), 10).unwrap_err();
-        assert!(matches!(err, OutputError::Undeclared { .. }), "{err}");
-        let err = check(vec![t("clicks", b"junk")], Some(&declared), 10).unwrap_err();
-        assert!(err.to_string().contains("not a valid Arrow IPC stream"), "{err}");
-        let err = check(vec![t("Bad", b"")], None, 10).unwrap_err();
-        assert!(matches!(err, OutputError::BadName { .. }), "{err}");
+    fn pieces_of_one_table_are_appended() {
+        let mut out = output(Limits::default());
+        out.write("clicks".into(), ipc("id", 3)).unwrap();
+        out.write("clicks".into(), ipc("id", 4)).unwrap();
+        let Collect(tables) = out.into_sink();
+        assert_eq!(tables.len(), 1);
+        assert_eq!(tables[0].frame.rows(), 7);
+    }
+
+    #[test]
+    fn refuses_undeclared_bad_names_garbage_and_a_changed_schema() {
+        let refusal = |name: &str, data: Vec<u8>| {
+            let mut out = output(Limits::default());
+            out.write("clicks".into(), ipc("id", 1)).unwrap();
+            out.write(name.into(), data).unwrap_err().to_string()
+        };
+        assert!(refusal("other", ipc("id", 1)).contains("not one this publisher declares"));
+        assert!(refusal("Bad", ipc("id", 1)).contains("is invalid"));
+        assert!(refusal("clicks", b"junk".to_vec()).contains("not a valid Arrow IPC stream"));
+        assert!(refusal("clicks", ipc("name", 1)).contains("schema"));
+    }
+
+    #[test]
+    fn limits_count_every_write_and_the_first_refusal_stays() {
+        let piece = ipc("id", 10);
+        let mut out = output(Limits { output_bytes: piece.len() * 2, ..Limits::default() });
+        out.write("clicks".into(), piece.clone()).unwrap();
+        out.write("clicks".into(), piece.clone()).unwrap();
+        let err = out.write("clicks".into(), piece.clone()).unwrap_err().to_string();
+        assert!(err.contains("more than"), "{err}");
+        assert!(out.write("clicks".into(), ipc("id", 1)).is_err(), "a refused run takes nothing more");
+
+        let mut out = output(Limits { output_rows: 15, ..Limits::default() });
+        out.write("clicks".into(), ipc("id", 10)).unwrap();
+        let err = out.write("clicks".into(), ipc("id", 10)).unwrap_err().to_string();
+        assert!(err.contains("20 rows, over the 15-row"), "{err}");
     }
 }

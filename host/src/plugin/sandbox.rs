@@ -1,25 +1,31 @@
 //! The state a plugin's `Store` holds: an empty WASI context, the capped log,
-//! and the memory limiter. Nothing here outlives one call.
+//! the memory limiter, and where the output goes. Nothing here outlives one
+//! call. The host side of both `weir:publisher` versions is here.
 
+use wasmtime::component::Resource;
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::{Level, weir};
+use super::bindings::{v0_1, v0_2};
 use super::log::LogSink;
+use super::output::Output;
+use super::slots::SlotFrames;
 
 /// Per-call store data.
 pub struct Sandbox {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(super) table: ResourceTable,
     pub(super) log: LogSink,
     pub(super) limiter: Limiter,
+    /// Taken out when the call ends.
+    pub(super) output: Option<Output>,
 }
 
 impl Sandbox {
     /// A sandbox with nothing in it: no preopened directories, no environment
     /// variables, no arguments, no network, stdin closed; stdout and stderr go to
     /// the call's capped log.
-    pub fn new(log: LogSink, memory_bytes: usize) -> Self {
+    pub fn new(log: LogSink, memory_bytes: usize, output: Output) -> Self {
         let wasi = WasiCtx::builder()
             .stdout(log.stdout())
             .stderr(log.stderr())
@@ -27,7 +33,13 @@ impl Sandbox {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
-        Self { wasi, table: ResourceTable::new(), log, limiter: Limiter::new(memory_bytes) }
+        Self { wasi, table: ResourceTable::new(), log, limiter: Limiter::new(memory_bytes), output: Some(output) }
+    }
+}
+
+impl Sandbox {
+    pub(super) fn output(&self) -> &Output {
+        self.output.as_ref().expect("the output stays in the store until the call ends")
     }
 }
 
@@ -37,13 +49,45 @@ impl WasiView for Sandbox {
     }
 }
 
-impl weir::publisher::host::Host for Sandbox {
-    fn log(&mut self, level: Level, message: String) {
+impl v0_2::weir::publisher::host::Host for Sandbox {
+    fn log(&mut self, level: v0_2::weir::publisher::host::Level, message: String) -> wasmtime::Result<()> {
+        self.log.log(level.into(), &message);
+        Ok(())
+    }
+}
+
+impl v0_2::weir::publisher::types::Host for Sandbox {}
+
+impl v0_2::weir::publisher::types::HostFrames for Sandbox {
+    fn count(&mut self, frames: Resource<SlotFrames>) -> wasmtime::Result<u32> {
+        Ok(self.table.get(&frames)?.count())
+    }
+
+    fn next(&mut self, frames: Resource<SlotFrames>) -> wasmtime::Result<Option<Vec<u8>>> {
+        Ok(self.table.get_mut(&frames)?.next())
+    }
+
+    fn drop(&mut self, frames: Resource<SlotFrames>) -> wasmtime::Result<()> {
+        self.table.delete(frames)?;
+        Ok(())
+    }
+}
+
+impl v0_2::weir::publisher::output::Host for Sandbox {
+    /// A refused write stops the plugin; the call's outcome is the refusal.
+    fn write(&mut self, name: String, data: Vec<u8>) -> wasmtime::Result<()> {
+        let output = self.output.as_mut().expect("the output stays in the store until the call ends");
+        output.write(name, data).map_err(|refusal| wasmtime::format_err!("{refusal}"))
+    }
+}
+
+impl v0_1::weir::publisher::host::Host for Sandbox {
+    fn log(&mut self, level: v0_1::weir::publisher::host::Level, message: String) {
         self.log.log(level.into(), &message);
     }
 }
 
-impl weir::publisher::types::Host for Sandbox {}
+impl v0_1::weir::publisher::types::Host for Sandbox {}
 
 /// wasmtime's [`StoreLimits`] (memory cap, grow failures trap), plus a note of
 /// whether the memory cap is what stopped the plugin, so the error can say so.

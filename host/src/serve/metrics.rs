@@ -109,7 +109,7 @@ impl Metrics {
                 self.batches_committed.get_or_create(labels).inc();
                 self.rows_committed.get_or_create(labels).inc_by(e.rows_out);
                 self.dead_letters.get_or_create(labels).inc_by(e.dead_letters);
-                self.plugin_seconds.get_or_create(labels).inc_by(e.timings_ms.publish / 1000.0);
+                self.plugin_seconds.get_or_create(labels).inc_by((e.timings_ms.publish - e.timings_ms.write) / 1000.0);
                 self.plugin_cpu_seconds.get_or_create(labels).inc_by(e.timings_ms.plugin_cpu / 1000.0);
             }
             WorkerEvent::AttemptFailed { .. } => {

@@ -3,7 +3,7 @@
 
 use std::hint::black_box;
 
-use weir_guest::__private::{Guest, OutputTable, RawResult, Slots};
+use weir_guest::__private::{Guest, PublishError, RawResult, Slots};
 
 #[allow(unconditional_recursion)]
 fn dive(depth: u64) -> u64 {
@@ -14,7 +14,7 @@ struct Plugin;
 
 impl Guest for Plugin {
     fn publish(_slots: Slots) -> RawResult {
-        Ok(vec![OutputTable { name: format!("{}", dive(0)), data: vec![] }])
+        Err(PublishError::Failed(format!("{}", dive(0))))
     }
 }
 
