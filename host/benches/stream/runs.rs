@@ -75,7 +75,7 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
         weir: Rate::new(timed, weir.as_secs_f64(), avg),
         weir_native_identity: Rate::new(timed, native.as_secs_f64(), avg),
         python: Rate::new(timed, python, avg),
-        wasm_share: stages.publish / 1e3 / weir.as_secs_f64(),
+        wasm_share: (stages.publish - stages.write) / 1e3 / weir.as_secs_f64(),
         weir_cpu_seconds: weir_cpu.as_secs_f64(),
         wasm_cpu_share: stages.plugin_cpu / 1e3 / weir_cpu.as_secs_f64(),
         weir_stage_ms: stages,
@@ -208,6 +208,7 @@ async fn weir_run(broker: &Broker, timed: usize, stage: PublishStage, group: &st
         total.decode += e.timings_ms.decode;
         total.stage += e.timings_ms.stage;
         total.publish += e.timings_ms.publish;
+        total.write += e.timings_ms.write;
         total.plugin_cpu += e.timings_ms.plugin_cpu;
         total.commit += e.timings_ms.commit;
     }
