@@ -4,7 +4,7 @@
 //! → commit table version + offsets → group offsets.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -155,6 +155,15 @@ struct PartitionRows {
 
 /// The partitions of a closed batch that hold rows, in partition order.
 type Partitions = Vec<PartitionRows>;
+
+/// What one attempt at a batch works from.
+struct Input<'a> {
+    /// The decoded batch, for the first attempt only; a retry has `None`.
+    decoded: Option<Partitions>,
+    /// Its staged files, one per partition with rows, in partition order.
+    staged: &'a [PathBuf],
+    rows_in: u64,
+}
 
 static WORKER_IDS: AtomicU64 = AtomicU64::new(1);
 
@@ -444,11 +453,23 @@ impl Batches {
         };
         timings.decode = ms(decoding);
         crate::crash::point("before-stage");
+        let rows_in = partitions.iter().map(|p| p.rows.num_rows() as u64).sum();
+        // One staged parquet file per partition with rows, named from its offsets.
+        let p = &self.publisher;
+        let staged: Vec<PathBuf> = ranges
+            .iter()
+            .filter(|r| partitions.iter().any(|p| p.partition == r.partition))
+            .map(|r| stage::staged_file(&p.collection, &p.name, &p.source.topic, r))
+            .collect();
 
+        // The first attempt takes the decoded batch and lets go of each piece once
+        // it is staged and handed to the plugin; a retry reads the staged files.
+        let mut decoded = Some(partitions);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.attempt(reason, &ranges, &partitions, &dead, started_at_ms, &mut timings).await {
+            let input = Input { decoded: decoded.take(), staged: &staged, rows_in };
+            match self.attempt(reason, &ranges, input, &dead, started_at_ms, &mut timings).await {
                 Ok(Attempt::Committed(execution, staged)) => return Outcome::Committed { execution, staged },
                 Ok(Attempt::Conflict(error)) => return Outcome::Conflict { ranges, error },
                 Err(failure) => {
@@ -458,7 +479,7 @@ impl Batches {
                         "failed",
                         reason,
                         &ranges,
-                        &partitions,
+                        rows_in,
                         dead.len(),
                         0,
                         started_at_ms,
@@ -495,7 +516,7 @@ impl Batches {
         &self,
         reason: RolloverReason,
         ranges: &[PartitionRange],
-        partitions: &Partitions,
+        input: Input<'_>,
         dead: &[DeadLetter],
         started_at_ms: i64,
         timings: &mut Timings,
@@ -503,28 +524,35 @@ impl Batches {
         let p = &self.publisher;
         let data_dir = self.node.catalog.data_dir().to_path_buf();
         let schema = self.decoder.output_schema().clone();
-
-        // Stage: one parquet file per partition, named from its offsets, written on the
-        // blocking pool while the plugin runs on the same batch's frames (one per file).
-        let staged: Vec<PathBuf> = ranges
-            .iter()
-            .filter(|r| partitions.iter().any(|p| p.partition == r.partition))
-            .map(|r| stage::staged_file(&p.collection, &p.name, &p.source.topic, r))
-            .collect();
-        let batches: Vec<RecordBatch> = partitions.iter().map(|p| p.rows.clone()).collect();
-        let staging = {
-            let (dir, paths, schema, batches) = (data_dir.clone(), staged.clone(), schema.clone(), batches.clone());
-            tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
-                let t = Instant::now();
-                for (path, batch) in paths.iter().zip(&batches) {
-                    stage::write_parquet(&dir.join(path), &schema, std::slice::from_ref(batch), stage::Kind::Staged)?;
-                }
-                Ok(t.elapsed())
-            })
-        };
         let native = self.options.publish == PublishStage::NativeIdentity;
+        let Input { decoded, staged, rows_in } = input;
+
+        // Stage: the first attempt writes each partition's parquet file on the blocking
+        // pool while the plugin runs on the same batch's frames (one per file), and
+        // drops each partition's rows once written. A retry reads the files back.
+        let (batches, frames, staging) = match decoded {
+            Some(partitions) => {
+                let (batches, frames): (Vec<RecordBatch>, Vec<_>) =
+                    partitions.into_iter().map(|p| (p.rows, p.frame)).unzip();
+                let kept = native.then(|| batches.clone());
+                let (dir, paths, schema) = (data_dir.clone(), staged.to_vec(), schema.clone());
+                let staging = tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
+                    let t = Instant::now();
+                    for (path, batch) in paths.iter().zip(batches) {
+                        stage::write_parquet(&dir.join(path), &schema, &[batch], stage::Kind::Staged)?;
+                    }
+                    Ok(t.elapsed())
+                });
+                (kept, frames.into_iter().flatten().collect(), Some(staging))
+            }
+            None => {
+                let (dir, paths) = (data_dir.clone(), staged.to_vec());
+                let read = tokio::task::spawn_blocking(move || reread_staged(&dir, &paths, !native));
+                let (batches, frames) = read.await.expect("reading staged files does not panic").map_err(Failure::host)?;
+                (native.then_some(batches), frames, None)
+            }
+        };
         (timings.plugin_cpu, timings.write) = (0.0, 0.0); // this attempt's call only
-        let frames: Vec<arrow::buffer::Buffer> = partitions.iter().filter_map(|p| p.frame.clone()).collect();
 
         // Dead letters, then the plugin, while staging runs; staging is always awaited,
         // so a retry never races a write still in flight. The plugin's output is
@@ -544,10 +572,10 @@ impl Batches {
             };
             // Publish: array mode, slot 0 = this batch's frames. Skipped when every message was a dead letter.
             crate::crash::soon("during-publish", Duration::from_micros(200));
-            if batches.is_empty() {
+            if staged.is_empty() {
                 return Ok((None, PluginLog::default(), stored_dead));
             }
-            if native {
+            if let Some(batches) = batches {
                 let (table, frame) = (table.clone(), frames::Frame { schema: schema.clone(), batches });
                 let written = tokio::task::spawn_blocking(move || {
                     let (mut sink, t) = (sink, Instant::now());
@@ -570,9 +598,14 @@ impl Batches {
         }
         .await;
         timings.publish = ms(t.elapsed());
-        let staged_in = staging.await.expect("staging does not panic");
+        let staged_in = match staging {
+            Some(staging) => Some(staging.await.expect("staging does not panic")),
+            None => None,
+        };
         let (output, log, stored_dead) = published?;
-        timings.stage = ms(staged_in.map_err(Failure::host)?);
+        if let Some(staged_in) = staged_in {
+            timings.stage = ms(staged_in.map_err(Failure::host)?);
+        }
         crate::crash::point("after-stage");
 
         // Commit: the table version and the offsets, in one catalog transaction (on the blocking pool: it syncs to disk).
@@ -582,7 +615,7 @@ impl Batches {
             "committed",
             reason,
             ranges,
-            partitions,
+            rows_in,
             dead.len(),
             rows_out,
             started_at_ms,
@@ -630,7 +663,7 @@ impl Batches {
 
         // Kafka's group offsets follow, only so lag tools see progress.
         self.commit_group_offsets(ranges);
-        Ok(Attempt::Committed(execution, staged))
+        Ok(Attempt::Committed(execution, staged.to_vec()))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -639,7 +672,7 @@ impl Batches {
         status: &str,
         reason: RolloverReason,
         ranges: &[PartitionRange],
-        partitions: &Partitions,
+        rows_in: u64,
         dead: usize,
         rows_out: u64,
         started_at_ms: i64,
@@ -652,7 +685,7 @@ impl Batches {
             publisher: self.id.clone(),
             status: status.into(),
             rollover_reason: reason.as_str().into(),
-            rows_in: partitions.iter().map(|p| p.rows.num_rows() as u64).sum(),
+            rows_in,
             rows_out,
             dead_letters: dead as u64,
             offsets: ranges.to_vec(),
@@ -791,6 +824,24 @@ fn assemble(
         (rows, None)
     };
     Ok((PartitionRows { partition, rows, frame }, t.elapsed()))
+}
+
+/// A retried batch, read back from its staged files (paths relative to `dir`):
+/// each partition's rows and, with `framed`, its frame.
+fn reread_staged(dir: &Path, paths: &[PathBuf], framed: bool) -> anyhow::Result<(Vec<RecordBatch>, Vec<arrow::buffer::Buffer>)> {
+    let (mut batches, mut frames) = (Vec::with_capacity(paths.len()), Vec::with_capacity(paths.len()));
+    for path in paths {
+        let frames::Frame { schema, batches: read } = crate::input::read(&dir.join(path), None)?;
+        let rows = concat_batches(&schema, &read)?;
+        if framed {
+            let (frame, rows) = frames::share(&schema, &rows)?;
+            frames.push(frame);
+            batches.push(rows);
+        } else {
+            batches.push(rows);
+        }
+    }
+    Ok((batches, frames))
 }
 
 /// Resolves once shutdown is asked for (or its sender is gone).

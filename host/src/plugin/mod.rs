@@ -29,7 +29,6 @@ pub use error::{GuestError, LoadError, OutputError, RunError, Trap, TrapKind};
 pub use limits::{Limits, MAX_MEMORY_BYTES, human_bytes, human_duration};
 pub use log::{LogLevel, LogLine, LogSource, PluginLog};
 pub use output::{Collect, OutputSink, OutputTable, valid_table_name};
-pub use slots::Frames;
 
 use bindings::{v0_1, v0_2};
 use load::Linked;
@@ -221,11 +220,10 @@ impl Runtime {
         store.set_hostcall_fuel(limits.output_bytes.saturating_add(OUTPUT_FUEL_SLACK));
 
         let mut timing = Timing::default();
-        let batch: Arc<dyn Frames> = Arc::new(slots);
         let result = match &plugin.linked {
-            Linked::V0_2(pre) => call_v0_2(&mut store, pre, &batch, &mut timing).map(|r| r.map(|()| None)),
+            Linked::V0_2(pre) => call_v0_2(&mut store, pre, slots, &mut timing).map(|r| r.map(|()| None)),
             Linked::V0_1(pre, publish) => {
-                call_v0_1(&mut store, pre, *publish, &batch, &mut timing).map(|r| r.map(Some))
+                call_v0_1(&mut store, pre, *publish, &slots, &mut timing).map(|r| r.map(Some))
             }
         };
         let memory_cap_hit = store.data().limiter.memory_cap_hit;
@@ -234,7 +232,6 @@ impl Runtime {
         // The store (and any trapped instance in it) goes now, before anything else
         // runs, and the host's hold on the input with it.
         drop(store);
-        drop(batch);
         let log = log.finish();
 
         let outcome = match result {
@@ -288,19 +285,19 @@ struct Failed {
 
 type Called<T> = Result<Result<T, GuestError>, Failed>;
 
-fn call_v0_2(
+fn call_v0_2<F: AsRef<[u8]> + Send + Sync + 'static>(
     store: &mut Store<Sandbox>,
     pre: &v0_2::StreamPublisherPre<Sandbox>,
-    batch: &Arc<dyn Frames>,
+    slots: Vec<Vec<F>>,
     timing: &mut Timing,
 ) -> Called<()> {
     let started = Instant::now();
     let publisher = pre.instantiate(&mut *store).map_err(|error| Failed { error, instantiated: false })?;
     timing.instantiate = started.elapsed();
     let failed = |error| Failed { error, instantiated: true };
-    let slots = SlotFrames::of(batch)
+    let slots = slots
         .into_iter()
-        .map(|frames| store.data_mut().table.push(frames))
+        .map(|slot| store.data_mut().table.push(SlotFrames::new(slot)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| failed(e.into()))?;
     let result = publisher.call_publish(&mut *store, &slots).map_err(failed)?;
@@ -310,16 +307,15 @@ fn call_v0_2(
     }))
 }
 
-fn call_v0_1(
+fn call_v0_1<F: AsRef<[u8]>>(
     store: &mut Store<Sandbox>,
     pre: &v0_1::StreamPublisherPre<Sandbox>,
     publish: ComponentExportIndex,
-    batch: &Arc<dyn Frames>,
+    slots: &[Vec<F>],
     timing: &mut Timing,
 ) -> Called<Vec<v0_1::OutputTable>> {
     let started = Instant::now();
-    let slots: Vec<Vec<&[u8]>> =
-        (0..batch.slots()).map(|slot| (0..batch.len(slot)).map(|i| batch.frame(slot, i)).collect()).collect();
+    let slots: Vec<Vec<&[u8]>> = slots.iter().map(|slot| slot.iter().map(AsRef::as_ref).collect()).collect();
     let call = pre.instance_pre().instantiate(&mut *store).and_then(|instance| {
         instance.get_typed_func::<(&[Vec<&[u8]>],), PublishResultV0_1>(&mut *store, &publish)
     });

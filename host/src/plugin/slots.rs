@@ -1,53 +1,33 @@
-//! A call's input: the batch in array mode, one slot per source, each a list of
-//! frames (Arrow IPC streams). Under `weir:publisher@0.2.0` a slot reaches the
-//! guest as a `frames` resource, which hands its frames over one at a time.
+//! A 0.2.0 call's input: each slot of the batch (array mode) reaches the guest
+//! as a `frames` resource, which hands its frames (Arrow IPC streams) over one
+//! at a time and lets go of each as it does, so the host's copy of the batch
+//! shrinks while the plugin reads it.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 
-/// The batch's frames, whatever holds their bytes (a `Vec`, an Arrow buffer
-/// the host reads too). Shared, so every slot's resource can read it without a
-/// copy of the batch.
-pub trait Frames: Send + Sync {
-    fn slots(&self) -> usize;
-    fn len(&self, slot: usize) -> usize;
-    fn frame(&self, slot: usize, index: usize) -> &[u8];
-}
+/// One frame's bytes, whatever holds them (a `Vec`, an Arrow buffer the host
+/// reads too).
+type FrameBytes = Box<dyn AsRef<[u8]> + Send + Sync>;
 
-impl<F: AsRef<[u8]> + Send + Sync> Frames for Vec<Vec<F>> {
-    fn slots(&self) -> usize {
-        self.len()
-    }
-    fn len(&self, slot: usize) -> usize {
-        self[slot].len()
-    }
-    fn frame(&self, slot: usize, index: usize) -> &[u8] {
-        self[slot][index].as_ref()
-    }
-}
-
-/// One slot's frames, as the guest reads them: a cursor over the slot.
+/// One slot's frames not yet read.
 pub struct SlotFrames {
-    batch: Arc<dyn Frames>,
-    slot: usize,
-    next: usize,
+    unread: VecDeque<FrameBytes>,
+    count: u32,
 }
 
 impl SlotFrames {
-    /// One cursor per slot of `batch`, each at its first frame.
-    pub fn of(batch: &Arc<dyn Frames>) -> Vec<Self> {
-        (0..batch.slots()).map(|slot| Self { batch: batch.clone(), slot, next: 0 }).collect()
+    pub fn new<F: AsRef<[u8]> + Send + Sync + 'static>(slot: Vec<F>) -> Self {
+        let count = slot.len() as u32;
+        Self { unread: slot.into_iter().map(|f| Box::new(f) as FrameBytes).collect(), count }
     }
 
     pub fn count(&self) -> u32 {
-        self.batch.len(self.slot) as u32
+        self.count
     }
 
-    /// The next frame's bytes, copied out for the guest, or `None` after the last.
+    /// The next frame's bytes, copied out for the guest, or `None` after the
+    /// last. The host's own hold on the frame ends here.
     pub fn next(&mut self) -> Option<Vec<u8>> {
-        if self.next == self.batch.len(self.slot) {
-            return None;
-        }
-        self.next += 1;
-        Some(self.batch.frame(self.slot, self.next - 1).to_vec())
+        self.unread.pop_front().map(|frame| (*frame).as_ref().to_vec())
     }
 }
