@@ -59,14 +59,14 @@ fn a_passthrough_needs_little_more_than_its_input_and_output() {
 
 #[test]
 fn a_streaming_passthrough_holds_one_frame_at_a_time() {
-    // What a stream batch looks like, one frame per partition, but twelve of
+    // What a stream batch looks like, one frame per partition, but fourteen of
     // them: about 60 MB in all, through 32 MiB of guest memory. Under 0.1.0 the
     // plugin held every frame in and every table out at once (120 MB); under
     // 0.2.0 it reads a frame, writes its rows, and lets go of both.
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();
     assert_eq!(plugin.contract(), "0.2.0");
-    let inputs: Vec<RecordBatch> = (0..12).map(|p| clicks(70_000, 20 + p)).collect();
+    let inputs: Vec<RecordBatch> = (0..14).map(|p| clicks(60_000, 20 + p)).collect();
     let slot: Vec<Vec<u8>> = inputs.iter().map(|b| frame(std::slice::from_ref(b))).collect();
     let total: usize = slot.iter().map(Vec::len).sum();
     let limits = Limits { memory_bytes: 32 << 20, ..Limits::default() };
@@ -74,8 +74,22 @@ fn a_streaming_passthrough_holds_one_frame_at_a_time() {
     let run = rt.publish(&plugin, vec![slot], &limits, None);
     let tables = run.outcome.expect("a streaming passthrough fits");
     assert_eq!(tables.len(), 1);
-    assert_eq!(tables[0].frame.batches.len(), 12, "one write per frame, appended in order");
+    assert_eq!(tables[0].frame.batches.len(), 14, "one write per frame, appended in order");
     assert_eq!(all_rows(&tables[0].frame.batches), all_rows(&inputs));
+}
+
+#[test]
+fn the_sdk_writes_a_large_batch_in_pieces() {
+    // A partition of a big batch: the SDK sends it 65,536 rows at a time, so
+    // neither the plugin's encoded copy nor the host's is more than a piece.
+    let rt = runtime();
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    let input = clicks(150_000, 5);
+    let run = rt.publish(&plugin, vec![vec![frame(std::slice::from_ref(&input))]], &Limits::default(), None);
+    let tables = run.outcome.expect("a passthrough succeeds");
+    let pieces: Vec<usize> = tables[0].frame.batches.iter().map(RecordBatch::num_rows).collect();
+    assert_eq!(pieces, [65_536, 65_536, 18_928]);
+    assert_eq!(all_rows(&tables[0].frame.batches), input);
 }
 
 #[test]

@@ -176,17 +176,22 @@ fn decode(frame: Vec<u8>) -> Result<RecordBatch> {
 }
 
 /// The bytes an array's buffers take in an IPC stream, or a little more: each
-/// padded to 64 bytes. Not `get_array_memory_size`: arrays decoded zero-copy
-/// share their frame's allocation, whose whole capacity that would count once
-/// per column.
+/// padded to 64 bytes. Only the rows of a slice count (the IPC writer writes
+/// no more), and not `get_array_memory_size`: arrays decoded zero-copy share
+/// their frame's allocation, whose whole capacity that would count once per
+/// column.
 fn ipc_len(data: &arrow_data::ArrayData) -> usize {
-    let padded = |len: usize| len.div_ceil(64) * 64;
-    let own: usize = data.buffers().iter().map(|b| padded(b.len())).sum();
-    let nulls = data.nulls().map_or(0, |n| padded(n.buffer().len()));
-    own + nulls + data.child_data().iter().map(ipc_len).sum::<usize>()
+    fn buffers(data: &arrow_data::ArrayData) -> usize {
+        data.buffers().len() + usize::from(data.nulls().is_some()) + data.child_data().iter().map(buffers).sum::<usize>()
+    }
+    fn whole(data: &arrow_data::ArrayData) -> usize {
+        let own: usize = data.buffers().iter().map(|b| b.len()).sum();
+        own + data.nulls().map_or(0, |n| n.buffer().len()) + data.child_data().iter().map(whole).sum::<usize>()
+    }
+    data.get_slice_memory_size().unwrap_or_else(|_| whole(data)) + 64 * buffers(data)
 }
 
-/// What an IPC stream of the table takes, or a little more. The output is
+/// What an IPC stream of `batches` takes, or a little more. The output is
 /// sized once: a `Vec` that outgrows its capacity doubles, and the guest then
 /// holds the output three times over (measured: 495 MB of guest memory for a
 /// 124 MB frame before this estimate counted padding and metadata).
@@ -195,6 +200,11 @@ fn ipc_size(schema: &SchemaRef, batches: &[RecordBatch]) -> usize {
     let metadata: usize = batches.iter().map(|b| 1024 + 256 * b.num_columns()).sum();
     buffers + metadata + 4096 + 256 * schema.fields().len()
 }
+
+/// Rows a write sends the host at a time: a large batch goes in pieces, so
+/// neither the plugin's encoded copy nor the host's is ever more than one
+/// piece (a partition of a 256 MB batch is about 240,000 rows).
+const WRITE_ROWS: usize = 64 * 1024;
 
 /// One IPC stream of `batches`, sized once.
 fn encode(schema: &SchemaRef, batches: &[RecordBatch], size: usize) -> Result<Vec<u8>> {
@@ -239,17 +249,25 @@ impl Output {
     /// changed schema, over a limit) stops the plugin there, with that reason
     /// as the run's error.
     pub fn write(&mut self, name: &str, batch: &RecordBatch) -> Result<()> {
-        let size = ipc_size(&batch.schema(), std::slice::from_ref(batch));
-        let data = encode(&batch.schema(), std::slice::from_ref(batch), size)?;
-        bindings::weir::publisher::output::write(name, &data);
-        Ok(())
+        let mut at = 0;
+        loop {
+            let piece = [batch.slice(at, WRITE_ROWS.min(batch.num_rows() - at))];
+            let data = encode(&batch.schema(), &piece, ipc_size(&batch.schema(), &piece))?;
+            bindings::weir::publisher::output::write(name, &data);
+            at += piece[0].num_rows();
+            if at == batch.num_rows() {
+                return Ok(());
+            }
+        }
     }
 
-    /// Appends every batch of `table` to the table of its name, as one write.
+    /// Appends every batch of `table` to the table of its name. A table of no
+    /// batches still sends its schema.
     pub fn write_table(&mut self, table: &Table) -> Result<()> {
-        let data = encode(&table.schema, &table.batches, ipc_size(&table.schema, &table.batches))?;
-        bindings::weir::publisher::output::write(&table.name, &data);
-        Ok(())
+        if table.batches.is_empty() {
+            return self.write(&table.name, &RecordBatch::new_empty(table.schema.clone()));
+        }
+        table.batches.iter().try_for_each(|batch| self.write(&table.name, batch))
     }
 }
 
