@@ -35,6 +35,7 @@ use load::Linked;
 use output::Output;
 use sandbox::Sandbox;
 use slots::SlotFrames;
+pub use slots::FrameBytes;
 use ticker::{EpochTicker, TICK};
 
 /// Process-wide settings of the runtime.
@@ -166,7 +167,7 @@ impl Runtime {
 
     /// Runs `publish` once on a fresh instance, on the calling thread, and
     /// returns the output tables in memory. See [`Runtime::publish_into`].
-    pub fn publish<F: AsRef<[u8]> + Send + Sync + 'static>(
+    pub fn publish<F: FrameBytes>(
         &self,
         plugin: &Plugin,
         slots: Vec<Vec<F>>,
@@ -189,7 +190,7 @@ impl Runtime {
     /// while it runs, so neither the plugin nor the host holds the batch's
     /// output whole. A 0.1.0 plugin gets every frame at once and returns every
     /// table; they reach the sink after the call.
-    pub fn publish_into<F: AsRef<[u8]> + Send + Sync + 'static, S: OutputSink>(
+    pub fn publish_into<F: FrameBytes, S: OutputSink>(
         &self,
         plugin: &Plugin,
         slots: Vec<Vec<F>>,
@@ -256,7 +257,7 @@ impl Runtime {
 
     /// [`Runtime::publish_into`] on tokio's blocking pool, so the CPU-bound
     /// call never stalls the async reactor.
-    pub async fn publish_blocking<F: AsRef<[u8]> + Send + Sync + 'static, S: OutputSink>(
+    pub async fn publish_blocking<F: FrameBytes, S: OutputSink>(
         self: &Arc<Self>,
         plugin: Plugin,
         slots: Vec<Vec<F>>,
@@ -285,7 +286,7 @@ struct Failed {
 
 type Called<T> = Result<Result<T, GuestError>, Failed>;
 
-fn call_v0_2<F: AsRef<[u8]> + Send + Sync + 'static>(
+fn call_v0_2<F: FrameBytes>(
     store: &mut Store<Sandbox>,
     pre: &v0_2::StreamPublisherPre<Sandbox>,
     slots: Vec<Vec<F>>,

@@ -5,29 +5,68 @@
 
 use std::collections::VecDeque;
 
-/// One frame's bytes, whatever holds them (a `Vec`, an Arrow buffer the host
-/// reads too).
-type FrameBytes = Box<dyn AsRef<[u8]> + Send + Sync>;
+/// A frame's bytes, as the caller holds them: a `Vec`, or an Arrow buffer the
+/// host reads too.
+pub trait FrameBytes: AsRef<[u8]> + Send + Sync + 'static {
+    /// The bytes as a `Vec` for the guest: without a copy when nothing else
+    /// holds them.
+    fn into_bytes(self: Box<Self>) -> Vec<u8>;
+}
+
+impl FrameBytes for Vec<u8> {
+    fn into_bytes(self: Box<Self>) -> Vec<u8> {
+        *self
+    }
+}
+
+impl FrameBytes for arrow::buffer::Buffer {
+    /// Free of a copy once the batch's staged file is written, which drops the
+    /// rows that point into the frame: staging usually runs ahead of the plugin.
+    fn into_bytes(self: Box<Self>) -> Vec<u8> {
+        (*self).into_vec::<u8>().unwrap_or_else(|shared| shared.to_vec())
+    }
+}
 
 /// One slot's frames not yet read.
 pub struct SlotFrames {
-    unread: VecDeque<FrameBytes>,
+    unread: VecDeque<Box<dyn FrameBytes>>,
     count: u32,
 }
 
 impl SlotFrames {
-    pub fn new<F: AsRef<[u8]> + Send + Sync + 'static>(slot: Vec<F>) -> Self {
+    pub fn new<F: FrameBytes>(slot: Vec<F>) -> Self {
         let count = slot.len() as u32;
-        Self { unread: slot.into_iter().map(|f| Box::new(f) as FrameBytes).collect(), count }
+        Self { unread: slot.into_iter().map(|f| Box::new(f) as Box<dyn FrameBytes>).collect(), count }
     }
 
     pub fn count(&self) -> u32 {
         self.count
     }
 
-    /// The next frame's bytes, copied out for the guest, or `None` after the
-    /// last. The host's own hold on the frame ends here.
+    /// The next frame's bytes, or `None` after the last. The host's own hold on
+    /// the frame ends here.
     pub fn next(&mut self) -> Option<Vec<u8>> {
-        self.unread.pop_front().map(|frame| (*frame).as_ref().to_vec())
+        self.unread.pop_front().map(FrameBytes::into_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::buffer::Buffer;
+
+    use super::*;
+
+    #[test]
+    fn frames_come_out_in_order_once_and_unshared_ones_without_a_copy() {
+        let (unshared, shared) = (Buffer::from_vec(b"first".to_vec()), Buffer::from_vec(b"second".to_vec()));
+        let (unshared_at, kept) = (unshared.as_ptr(), shared.clone());
+        let mut slot = SlotFrames::new(vec![unshared, shared]);
+        assert_eq!(slot.count(), 2);
+        let first = slot.next().unwrap();
+        assert_eq!((first.as_slice(), first.as_ptr()), (&b"first"[..], unshared_at), "handed over, not copied");
+        let second = slot.next().unwrap();
+        assert_eq!(second, b"second");
+        assert_ne!(second.as_ptr(), kept.as_ptr(), "still held elsewhere, so copied");
+        assert_eq!((slot.next(), slot.count()), (None, 2));
     }
 }
