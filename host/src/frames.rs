@@ -34,7 +34,7 @@ pub fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<u8>, Ar
 /// padded to 64 bytes, and room for each message's metadata. The stream is
 /// sized once: a `Vec` that outgrows its capacity doubles, holding the frame
 /// three times over while it copies.
-fn ipc_size(schema: &SchemaRef, batches: &[RecordBatch]) -> usize {
+pub fn ipc_size(schema: &SchemaRef, batches: &[RecordBatch]) -> usize {
     fn buffers(data: &ArrayData) -> usize {
         let padded = |len: usize| len.div_ceil(64) * 64;
         let own: usize = data.buffers().iter().map(|b| padded(b.len())).sum();
@@ -53,20 +53,24 @@ pub fn decode(bytes: Vec<u8>) -> Result<Frame, ArrowError> {
     decode_buffer(Buffer::from_vec(bytes), StreamDecoder::new())
 }
 
-/// Encodes one batch as a frame and reads it back: the rows returned point
-/// into the frame, so a batch that is both handed to a plugin and kept by the
-/// host is held once, not twice.
-pub fn share(schema: &SchemaRef, batch: &RecordBatch) -> Result<(Buffer, RecordBatch), ArrowError> {
-    let frame = Buffer::from_vec(encode(schema, std::slice::from_ref(batch))?);
-    // SAFETY: the frame was just written from `batch`, whose arrays are valid, and
+/// Encodes batches as one frame of `size` bytes (see [`ipc_size`]), letting go
+/// of each once written, and reads them back: the rows returned point into the
+/// frame, so rows that are both handed to a plugin and kept by the host are
+/// held once, not twice.
+pub fn share(
+    schema: &SchemaRef,
+    batches: impl IntoIterator<Item = Result<RecordBatch, ArrowError>>,
+    size: usize,
+) -> Result<(Buffer, Vec<RecordBatch>), ArrowError> {
+    let mut writer = StreamWriter::try_new(Vec::with_capacity(size), schema)?;
+    for batch in batches {
+        writer.write(&batch?)?;
+    }
+    let frame = Buffer::from_vec(writer.into_inner()?);
+    // SAFETY: the frame was just written from batches whose arrays are valid, and
     // a `Buffer` is immutable: reading it back finds exactly those arrays.
     let decoder = unsafe { StreamDecoder::new().with_skip_validation(true) };
-    let Frame { schema, mut batches } = decode_buffer(frame.clone(), decoder)?;
-    let rows = match batches.len() {
-        0 => RecordBatch::new_empty(schema),
-        _ => batches.swap_remove(0),
-    };
-    Ok((frame, rows))
+    Ok((frame.clone(), decode_buffer(frame, decoder)?.batches))
 }
 
 fn decode_buffer(mut buffer: Buffer, mut decoder: StreamDecoder) -> Result<Frame, ArrowError> {
@@ -134,10 +138,11 @@ mod tests {
         let schema = Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, true)]));
         let batch =
             RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(vec![Some("a"), None]))]).unwrap();
-        let (frame, rows) = share(&schema, &batch).unwrap();
-        assert_eq!(rows, batch);
-        assert_eq!(decode(frame.to_vec()).unwrap().batches, vec![batch]);
-        let values = rows.column(0).to_data().buffers()[1].as_ptr();
+        let both = [batch.clone(), batch.clone()];
+        let (frame, rows) = share(&schema, both.clone().map(Ok), ipc_size(&schema, &both)).unwrap();
+        assert_eq!(rows, both);
+        assert_eq!(decode(frame.to_vec()).unwrap().batches, both);
+        let values = rows[1].column(0).to_data().buffers()[1].as_ptr();
         assert!(frame.as_ptr_range().contains(&values), "the rows are read from the frame, not copied");
     }
 

@@ -149,7 +149,7 @@ pub enum WorkerExit {
 /// point into the frame, so the batch is held once, not twice.
 struct PartitionRows {
     partition: i32,
-    rows: RecordBatch,
+    rows: Vec<RecordBatch>,
     frame: Option<arrow::buffer::Buffer>,
 }
 
@@ -453,7 +453,7 @@ impl Batches {
         };
         timings.decode = ms(decoding);
         crate::crash::point("before-stage");
-        let rows_in = partitions.iter().map(|p| p.rows.num_rows() as u64).sum();
+        let rows_in = partitions.iter().flat_map(|p| &p.rows).map(|b| b.num_rows() as u64).sum();
         // One staged parquet file per partition with rows, named from its offsets.
         let p = &self.publisher;
         let staged: Vec<PathBuf> = ranges
@@ -532,14 +532,14 @@ impl Batches {
         // drops each partition's rows once written. A retry reads the files back.
         let (batches, frames, staging) = match decoded {
             Some(partitions) => {
-                let (batches, frames): (Vec<RecordBatch>, Vec<_>) =
+                let (batches, frames): (Vec<Vec<RecordBatch>>, Vec<_>) =
                     partitions.into_iter().map(|p| (p.rows, p.frame)).unzip();
                 let kept = native.then(|| batches.clone());
                 let (dir, paths, schema) = (data_dir.clone(), staged.to_vec(), schema.clone());
                 let staging = tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
                     let t = Instant::now();
-                    for (path, batch) in paths.iter().zip(batches) {
-                        stage::write_parquet(&dir.join(path), &schema, &[batch], stage::Kind::Staged)?;
+                    for (path, batches) in paths.iter().zip(batches) {
+                        stage::write_parquet(&dir.join(path), &schema, &batches, stage::Kind::Staged)?;
                     }
                     Ok(t.elapsed())
                 });
@@ -576,6 +576,7 @@ impl Batches {
                 return Ok((None, PluginLog::default(), stored_dead));
             }
             if let Some(batches) = batches {
+                let batches = batches.into_iter().flatten().collect();
                 let (table, frame) = (table.clone(), frames::Frame { schema: schema.clone(), batches });
                 let written = tokio::task::spawn_blocking(move || {
                     let (mut sink, t) = (sink, Instant::now());
@@ -804,42 +805,64 @@ async fn finish_decoding(
     Ok((partitions, dead, took))
 }
 
-/// One partition's runs as one batch, as a plugin's SDK hands a frame to its
-/// author; each copy lets go of what it was made from.
+/// Rows per record batch of a partition's rows and frame.
+const FRAME_BATCH_ROWS: usize = 64 * 1024;
+
 fn assemble(
     partition: i32,
     schema: &SchemaRef,
-    mut runs: Vec<RecordBatch>,
+    runs: Vec<RecordBatch>,
     framed: bool,
 ) -> Result<(PartitionRows, Duration), ArrowError> {
     let t = Instant::now();
-    let rows = match runs.len() {
-        1 => runs.pop().expect("one run"),
-        _ => concat_batches(schema, &std::mem::take(&mut runs))?,
-    };
-    let (rows, frame) = if framed {
-        let (frame, rows) = frames::share(schema, &rows)?;
-        (rows, Some(frame))
-    } else {
-        (rows, None)
-    };
+    let (rows, frame) = partition_rows(schema, runs, framed)?;
     Ok((PartitionRows { partition, rows, frame }, t.elapsed()))
+}
+
+/// A partition's runs made batches of up to [`FRAME_BATCH_ROWS`] rows (a
+/// plugin's SDK hands each to its author as it is) and, with `framed`, the
+/// frame that holds them. Each run is let go of once copied into its batch,
+/// and each batch once encoded into the frame, so the partition is held about
+/// once while this runs: made one batch first, then framed, it was held three
+/// times, for every partition at once, the peak of a large batch's memory.
+fn partition_rows(
+    schema: &SchemaRef,
+    runs: Vec<RecordBatch>,
+    framed: bool,
+) -> Result<(Vec<RecordBatch>, Option<arrow::buffer::Buffer>), ArrowError> {
+    let size = framed.then(|| frames::ipc_size(schema, &runs));
+    let mut runs = runs.into_iter().peekable();
+    let batches = std::iter::from_fn(move || {
+        let (mut batch, mut rows) = (Vec::new(), 0);
+        while let Some(run) = runs.next_if(|run| rows == 0 || rows + run.num_rows() <= FRAME_BATCH_ROWS) {
+            rows += run.num_rows();
+            batch.push(run);
+        }
+        match batch.len() {
+            0 => None,
+            1 => batch.pop().map(Ok),
+            _ => Some(concat_batches(schema, &batch)),
+        }
+    });
+    match size {
+        Some(size) => frames::share(schema, batches, size).map(|(frame, rows)| (rows, Some(frame))),
+        None => Ok((batches.collect::<Result<_, _>>()?, None)),
+    }
 }
 
 /// A retried batch, read back from its staged files (paths relative to `dir`):
 /// each partition's rows and, with `framed`, its frame.
-fn reread_staged(dir: &Path, paths: &[PathBuf], framed: bool) -> anyhow::Result<(Vec<RecordBatch>, Vec<arrow::buffer::Buffer>)> {
+fn reread_staged(
+    dir: &Path,
+    paths: &[PathBuf],
+    framed: bool,
+) -> anyhow::Result<(Vec<Vec<RecordBatch>>, Vec<arrow::buffer::Buffer>)> {
     let (mut batches, mut frames) = (Vec::with_capacity(paths.len()), Vec::with_capacity(paths.len()));
     for path in paths {
         let frames::Frame { schema, batches: read } = crate::input::read(&dir.join(path), None)?;
-        let rows = concat_batches(&schema, &read)?;
-        if framed {
-            let (frame, rows) = frames::share(&schema, &rows)?;
-            frames.push(frame);
-            batches.push(rows);
-        } else {
-            batches.push(rows);
-        }
+        let (rows, frame) = partition_rows(&schema, read, framed)?;
+        batches.push(rows);
+        frames.extend(frame);
     }
     Ok((batches, frames))
 }

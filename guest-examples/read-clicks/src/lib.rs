@@ -1,12 +1,12 @@
-//! The seed's publisher: every frame of the batch, unchanged, as table `clicks`.
-//! It streams: one frame in, the same rows out, then the next, so it holds one
-//! frame at a time whatever the batch's size.
+//! The seed's publisher: every row of the batch, unchanged, as table `clicks`.
+//! It streams: a record batch in, the same rows out, then the next, so it holds
+//! one frame at a time whatever the batch's size.
 
 use weir_guest::{Frames, Output, Result};
 
 fn publish(slots: Vec<Frames>, output: &mut Output) -> Result<()> {
-    for frame in slots.into_iter().flatten() {
-        output.write("clicks", &frame?)?;
+    for batch in slots.into_iter().flatten() {
+        output.write("clicks", &batch?)?;
     }
     Ok(())
 }

@@ -23,8 +23,8 @@
 //! use weir_guest::{Frames, Output, Result};
 //!
 //! fn publish(slots: Vec<Frames>, output: &mut Output) -> Result<()> {
-//!     for frame in slots.into_iter().flatten() {
-//!         output.write("clicks", &frame?)?;
+//!     for batch in slots.into_iter().flatten() {
+//!         output.write("clicks", &batch?)?;
 //!     }
 //!     Ok(())
 //! }
@@ -34,8 +34,8 @@
 //!
 //! Build with `cargo build --release --target wasm32-wasip2` (`crate-type =
 //! ["cdylib"]`). The component implements `weir:publisher@0.2.0`. The SDK
-//! decodes each input frame into one `RecordBatch` and encodes each output as
-//! Arrow IPC; no plugin writes IPC by hand.
+//! decodes the input frames (Arrow IPC) into `RecordBatch`es without copying
+//! them, and encodes the output; no plugin writes IPC by hand.
 
 use std::io::Cursor;
 
@@ -151,9 +151,20 @@ pub mod log {
     }
 }
 
-/// Decodes one frame (an Arrow IPC stream) into one batch, without copying the
-/// column buffers out of the frame.
+/// Decodes one frame (an Arrow IPC stream) into one batch: its record batches,
+/// made one if there are several.
 fn decode(frame: Vec<u8>) -> Result<RecordBatch> {
+    let mut batches = decode_batches(frame)?;
+    Ok(match batches.len() {
+        1 => batches.pop().expect("one batch"),
+        _ => arrow_select::concat::concat_batches(&batches[0].schema(), &batches)?,
+    })
+}
+
+/// Decodes one frame into its record batches, without copying the column
+/// buffers out of the frame; a frame of no batches gives one empty batch, so
+/// its schema is not lost.
+fn decode_batches(frame: Vec<u8>) -> Result<Vec<RecordBatch>> {
     let mut buffer = arrow_buffer::Buffer::from_vec(frame);
     // SAFETY: frames come from the weir host, which builds them from arrays it
     // validated (decoded from Kafka messages or read from checked files).
@@ -168,11 +179,10 @@ fn decode(frame: Vec<u8>) -> Result<RecordBatch> {
     }
     decoder.finish()?;
     let schema = decoder.schema().ok_or_else(|| Error::invalid_input("a table frame holds no Arrow schema"))?;
-    Ok(match batches.len() {
-        0 => RecordBatch::new_empty(schema),
-        1 => batches.pop().expect("one batch"),
-        _ => arrow_select::concat::concat_batches(&schema, &batches)?,
-    })
+    if batches.is_empty() {
+        batches.push(RecordBatch::new_empty(schema));
+    }
+    Ok(batches)
 }
 
 /// The bytes an array's buffers take in an IPC stream, or a little more: each
@@ -215,11 +225,13 @@ fn encode(schema: &SchemaRef, batches: &[RecordBatch], size: usize) -> Result<Ve
     Ok(writer.into_inner()?.into_inner())
 }
 
-/// One source's frames in this batch, in order (for Kafka, one per partition),
-/// read from the host one at a time: each is decoded into one batch when the
-/// iterator reaches it, and the host's copy is never held twice.
+/// One source's rows in this batch, as the record batches of its frames, in
+/// order (for Kafka, a frame per partition, each in batches of up to 65,536
+/// rows). Frames are read from the host one at a time, when the iterator
+/// reaches them, and decoded without a copy.
 pub struct Frames {
     raw: RawFrames,
+    pending: std::collections::VecDeque<RecordBatch>,
 }
 
 impl Frames {
@@ -233,7 +245,15 @@ impl Iterator for Frames {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.raw.next().map(decode)
+        loop {
+            if let Some(batch) = self.pending.pop_front() {
+                return Some(Ok(batch));
+            }
+            match decode_batches(self.raw.next()?) {
+                Ok(batches) => self.pending = batches.into(),
+                Err(e) => return Some(Err(e)),
+            }
+        }
     }
 }
 
@@ -283,7 +303,7 @@ pub mod __private {
 
     /// The body of the exported `publish` for a streaming publisher.
     pub fn stream(slots: Slots, publish: impl FnOnce(Vec<Frames>, &mut Output) -> Result<()>) -> RawResult {
-        let slots = slots.into_iter().map(|raw| Frames { raw }).collect();
+        let slots = slots.into_iter().map(|raw| Frames { raw, pending: Default::default() }).collect();
         publish(slots, &mut Output { _private: () }).map_err(|e| match e {
             Error::InvalidInput(m) => PublishError::InvalidInput(m),
             Error::Failed(m) => PublishError::Failed(m),
@@ -294,7 +314,8 @@ pub mod __private {
     /// every frame, call the author's function, write every table.
     pub fn run(slots: Slots, publish: impl FnOnce(Vec<Vec<RecordBatch>>) -> Result<Vec<Table>>) -> RawResult {
         stream(slots, |slots, output| {
-            let slots = slots.into_iter().map(|frames| frames.collect::<Result<Vec<_>>>()).collect::<Result<_>>()?;
+            let each_frame = |frames: Frames| std::iter::from_fn(|| frames.raw.next()).map(decode).collect();
+            let slots = slots.into_iter().map(each_frame).collect::<Result<_>>()?;
             for table in publish(slots)? {
                 output.write_table(&table)?;
             }
