@@ -329,15 +329,7 @@ pub mod __private {
 #[macro_export]
 macro_rules! export_publisher {
     ($publish:path) => {
-        struct __WeirPublisher;
-
-        impl $crate::__private::Guest for __WeirPublisher {
-            fn publish(slots: $crate::__private::Slots) -> $crate::__private::RawResult {
-                $crate::__private::run(slots, $publish)
-            }
-        }
-
-        $crate::bindings::__export_stream_publisher!(__WeirPublisher with_types_in $crate::bindings);
+        $crate::__export_with!($crate::__private::run, $publish);
     };
 }
 
@@ -346,11 +338,20 @@ macro_rules! export_publisher {
 #[macro_export]
 macro_rules! export_stream_publisher {
     ($publish:path) => {
+        $crate::__export_with!($crate::__private::stream, $publish);
+    };
+}
+
+/// The export both shapes share: `publish` runs `$body` on the author's function.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_with {
+    ($body:path, $publish:path) => {
         struct __WeirPublisher;
 
         impl $crate::__private::Guest for __WeirPublisher {
             fn publish(slots: $crate::__private::Slots) -> $crate::__private::RawResult {
-                $crate::__private::stream(slots, $publish)
+                $body(slots, $publish)
             }
         }
 
