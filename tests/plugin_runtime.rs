@@ -140,7 +140,8 @@ fn clicks_enrich_filters_derives_and_renames_row_by_row() {
     let rt = runtime();
     let plugin = rt.load(&guest("clicks-enrich")).unwrap();
     let input = clicks(500, 42);
-    let run = rt.publish(&plugin, vec![vec![frame(&[input.clone()])]], &Limits::default(), Some(&["clicks".to_string()]));
+    let run =
+        rt.publish(&plugin, vec![vec![frame(&[input.clone()])]], &Limits::default(), Some(&["clicks".to_string()]));
     let tables = run.outcome.expect("enrich succeeds");
     let out = all_rows(&tables[0].frame.batches);
 
@@ -205,7 +206,8 @@ fn clicks_enrich_rejects_input_without_its_columns() {
 fn undeclared_output_tables_are_refused() {
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();
-    let run = rt.publish(&plugin, vec![vec![frame(&[clicks(5, 1)])]], &Limits::default(), Some(&["events".to_string()]));
+    let run =
+        rt.publish(&plugin, vec![vec![frame(&[clicks(5, 1)])]], &Limits::default(), Some(&["events".to_string()]));
     let err = run.outcome.unwrap_err();
     assert!(matches!(err, RunError::Output(OutputError::Undeclared { .. })), "{err:?}");
     assert_eq!(

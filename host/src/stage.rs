@@ -8,9 +8,9 @@ use anyhow::Context as _;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory;
 use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn, compute_leaves};
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use sha2::{Digest, Sha256};
@@ -125,11 +125,19 @@ impl ParquetFile {
         let writer = self.writer.as_mut().expect("an unfinished file has its writer");
         for group in row_groups_of(&std::mem::take(&mut self.pending), self.group_rows) {
             // Each column's leaves, with the writer that encodes them.
-            let mut columns: Vec<(ArrowColumnWriter, Vec<ArrowLeafColumn>)> =
-                self.row_groups.create_column_writers(self.written_groups)?.into_iter().map(|w| (w, Vec::new())).collect();
+            let mut columns: Vec<(ArrowColumnWriter, Vec<ArrowLeafColumn>)> = self
+                .row_groups
+                .create_column_writers(self.written_groups)?
+                .into_iter()
+                .map(|w| (w, Vec::new()))
+                .collect();
             for batch in group {
-                let leaves =
-                    self.schema.fields().iter().zip(batch.columns()).map(|(field, column)| compute_leaves(field, column));
+                let leaves = self
+                    .schema
+                    .fields()
+                    .iter()
+                    .zip(batch.columns())
+                    .map(|(field, column)| compute_leaves(field, column));
                 let mut slots = columns.iter_mut();
                 for leaf in leaves.collect::<Result<Vec<_>, _>>()?.into_iter().flatten() {
                     slots.next().expect("one writer per leaf").1.push(leaf);
@@ -276,14 +284,18 @@ mod tests {
     /// Rows with a nested column, whose two leaves each get their own writer.
     fn rows(from: i64, n: i64) -> RecordBatch {
         let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(from..from + n));
-        let names: ArrayRef = Arc::new(StringArray::from_iter((from..from + n).map(|i| (i % 3 != 0).then(|| format!("n{i}")))));
-        let tags = ListArray::from_iter_primitive::<Int64Type, _, _>((from..from + n).map(|i| Some(vec![Some(i), None])));
+        let names: ArrayRef =
+            Arc::new(StringArray::from_iter((from..from + n).map(|i| (i % 3 != 0).then(|| format!("n{i}")))));
+        let tags =
+            ListArray::from_iter_primitive::<Int64Type, _, _>((from..from + n).map(|i| Some(vec![Some(i), None])));
         let page = StructArray::from(vec![
             (Arc::new(Field::new("url", DataType::Utf8, true)), names.clone()),
             (Arc::new(Field::new("tags", tags.data_type().clone(), true)), Arc::new(tags) as ArrayRef),
         ]);
-        let at: ArrayRef = Arc::new(TimestampMillisecondArray::from_iter_values(from..from + n).with_timezone("+00:00"));
-        RecordBatch::try_from_iter([("id", ids), ("name", names), ("page", Arc::new(page) as ArrayRef), ("at", at)]).unwrap()
+        let at: ArrayRef =
+            Arc::new(TimestampMillisecondArray::from_iter_values(from..from + n).with_timezone("+00:00"));
+        RecordBatch::try_from_iter([("id", ids), ("name", names), ("page", Arc::new(page) as ArrayRef), ("at", at)])
+            .unwrap()
     }
 
     #[test]
@@ -314,7 +326,12 @@ mod tests {
         let mut file = ParquetFile::create(&path, &schema, Kind::Table).unwrap();
         // Small pieces wait for each other; a piece that brings the rows past
         // the minimum writes them all as one row group.
-        let pieces = [rows(0, 10), rows(0, 10).slice(0, 0), rows(10, MIN_GROUP_ROWS as i64), rows(MIN_GROUP_ROWS as i64 + 10, 5)];
+        let pieces = [
+            rows(0, 10),
+            rows(0, 10).slice(0, 0),
+            rows(10, MIN_GROUP_ROWS as i64),
+            rows(MIN_GROUP_ROWS as i64 + 10, 5),
+        ];
         for piece in &pieces {
             file.write(std::slice::from_ref(piece)).unwrap();
         }

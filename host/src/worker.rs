@@ -548,7 +548,8 @@ impl Batches {
             None => {
                 let (dir, paths) = (data_dir.clone(), staged.to_vec());
                 let read = tokio::task::spawn_blocking(move || reread_staged(&dir, &paths, !native));
-                let (batches, frames) = read.await.expect("reading staged files does not panic").map_err(Failure::host)?;
+                let (batches, frames) =
+                    read.await.expect("reading staged files does not panic").map_err(Failure::host)?;
                 (native.then_some(batches), frames, None)
             }
         };
@@ -629,10 +630,9 @@ impl Batches {
             let (collection, publisher, topic) = (p.collection.clone(), self.id.clone(), p.source.topic.clone());
             let (ranges, execution) = (ranges.to_vec(), execution.clone());
             tokio::task::spawn_blocking(move || -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
-                let version = match output.map(stage::TableSink::finish).transpose()?.flatten() {
-                    Some(path) => Some(NewVersion { table, files: vec![path.display().to_string()], rows: rows_out }),
-                    None => None,
-                };
+                let file = output.map(stage::TableSink::finish).transpose()?.flatten();
+                let version =
+                    file.map(|path| NewVersion { table, files: vec![path.display().to_string()], rows: rows_out });
                 let commit = BatchCommit {
                     collection: &collection,
                     publisher: &publisher,

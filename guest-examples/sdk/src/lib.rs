@@ -192,7 +192,9 @@ fn decode_batches(frame: Vec<u8>) -> Result<Vec<RecordBatch>> {
 /// column.
 fn ipc_len(data: &arrow_data::ArrayData) -> usize {
     fn buffers(data: &arrow_data::ArrayData) -> usize {
-        data.buffers().len() + usize::from(data.nulls().is_some()) + data.child_data().iter().map(buffers).sum::<usize>()
+        data.buffers().len()
+            + usize::from(data.nulls().is_some())
+            + data.child_data().iter().map(buffers).sum::<usize>()
     }
     fn whole(data: &arrow_data::ArrayData) -> usize {
         let own: usize = data.buffers().iter().map(|b| b.len()).sum();

@@ -100,7 +100,9 @@ pub enum OutputError {
     Undeclared { name: String, declared: Vec<String> },
     #[error("output table `{name}` is returned more than once")]
     Duplicate { name: String },
-    #[error("output table `{name}` changed its schema between writes: first ({first}), now ({now}); every write to a table must carry its first schema")]
+    #[error(
+        "output table `{name}` changed its schema between writes: first ({first}), now ({now}); every write to a table must carry its first schema"
+    )]
     SchemaChanged { name: String, first: String, now: String },
     #[error("output table `{name}` is not a valid Arrow IPC stream: {reason}")]
     BadIpc { name: String, reason: String },

@@ -94,7 +94,8 @@ pub fn link(engine: &Engine, linker: &Linker<Sandbox>, component: &Component) ->
     };
     // A component that imports nothing of 0.2.0 may be a 0.1.0 publisher; one
     // that does is reported against 0.2.0, the version it was built for.
-    let imports_v0_2 = ty.imports(engine).any(|(name, _)| name.starts_with("weir:publisher/") && name.ends_with("@0.2.0"));
+    let imports_v0_2 =
+        ty.imports(engine).any(|(name, _)| name.starts_with("weir:publisher/") && name.ends_with("@0.2.0"));
     match v0_1::StreamPublisherPre::new(pre) {
         Ok(pre) if !imports_v0_2 => {
             let publish = component.get_export_index(None, "publish").expect("the world's check found `publish`");

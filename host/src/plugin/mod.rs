@@ -34,8 +34,8 @@ use bindings::{v0_1, v0_2};
 use load::Linked;
 use output::Output;
 use sandbox::Sandbox;
-use slots::SlotFrames;
 pub use slots::FrameBytes;
+use slots::SlotFrames;
 use ticker::{EpochTicker, TICK};
 
 /// Process-wide settings of the runtime.
@@ -317,9 +317,10 @@ fn call_v0_1<F: AsRef<[u8]>>(
 ) -> Called<Vec<v0_1::OutputTable>> {
     let started = Instant::now();
     let slots: Vec<Vec<&[u8]>> = slots.iter().map(|slot| slot.iter().map(AsRef::as_ref).collect()).collect();
-    let call = pre.instance_pre().instantiate(&mut *store).and_then(|instance| {
-        instance.get_typed_func::<(&[Vec<&[u8]>],), PublishResultV0_1>(&mut *store, &publish)
-    });
+    let call = pre
+        .instance_pre()
+        .instantiate(&mut *store)
+        .and_then(|instance| instance.get_typed_func::<(&[Vec<&[u8]>],), PublishResultV0_1>(&mut *store, &publish));
     let publish = call.map_err(|error| Failed { error, instantiated: false })?;
     timing.instantiate = started.elapsed();
     let (result,) = publish.call(&mut *store, (&slots,)).map_err(|error| Failed { error, instantiated: true })?;

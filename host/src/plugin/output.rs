@@ -158,7 +158,8 @@ mod tests {
 
     fn ipc(column: &str, rows: i64) -> Vec<u8> {
         let schema = Arc::new(Schema::new(vec![Field::new(column, DataType::Int64, false)]));
-        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(0..rows))]).unwrap();
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(0..rows))]).unwrap();
         frames::encode(&schema, &[batch]).unwrap()
     }
 
