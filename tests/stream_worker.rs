@@ -243,6 +243,31 @@ async fn a_failing_plugin_is_retried_and_then_commits_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_that_cannot_read_its_staged_files_reads_the_batch_from_kafka_again() {
+    let h = Harness::new(1);
+    let mut w = h.start(h.publisher("fixture-fail-until", json!({"kafka.messages_rollover": 3}), None), fast_retries());
+    w.next_matching(|e| matches!(e, WorkerEvent::Assigned(_)).then_some(())).await;
+    let not_before = weir::catalog::now_ms() + 1500;
+    let values: Vec<String> = (0..3)
+        .map(|i| json!({"event_id": format!("evt-{i}"), "user_id": 1, "url": "/", "ts": "2026-11-29T10:00:00Z", "not_before_ms": not_before}).to_string())
+        .collect();
+    h.produce("clicks", &values).await;
+    w.next_matching(|e| matches!(e, WorkerEvent::AttemptFailed { .. }).then_some(())).await;
+    // The staged batch goes (a full disk cleaned up, an operator's mistake) before the retry.
+    std::fs::remove_dir_all(h.catalog.data_dir().join("staging")).unwrap();
+    let dropped = w.next_matching(|e| match e {
+        WorkerEvent::Dropped { reason } => Some(reason.clone()),
+        _ => None,
+    });
+    let reason = dropped.await;
+    assert!(reason.starts_with("a retry could not read the staged batch back"), "{reason}");
+    let e = w.next_commit().await;
+    assert_eq!((e.rows_in, e.rows_out), (3, 3));
+    w.stop().await;
+    assert_exactly_once(&h, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_that_always_fails_marks_the_publisher_failed_and_commits_nothing() {
     let h = Harness::new(1);
     h.produce("clicks", &clicks(0, 2)).await;

@@ -207,10 +207,12 @@ enum Outcome {
         execution: Execution,
         staged: Vec<PathBuf>,
     },
-    /// Another worker committed some of its partitions first: drop it, re-read from the catalog.
-    Conflict {
+    /// Drop the batch and read its partitions again from the catalog's offsets:
+    /// another worker committed some of them first, or a retry could not read
+    /// the batch back from its staged files.
+    Reread {
         ranges: Vec<PartitionRange>,
-        error: CatalogError,
+        reason: String,
     },
     /// Shutdown came during a retry's backoff: nothing committed, re-read on restart.
     Abandoned,
@@ -394,9 +396,9 @@ impl Worker {
                 self.committed(execution, staged);
                 None
             }
-            Outcome::Conflict { ranges, error } => {
-                tracing::warn!(publisher = %self.id, error = %error, "another worker committed these partitions; re-reading them");
-                self.emit(WorkerEvent::Dropped { reason: error.to_string() });
+            Outcome::Reread { ranges, reason } => {
+                tracing::warn!(publisher = %self.id, %reason, "dropping the batch; re-reading its partitions");
+                self.emit(WorkerEvent::Dropped { reason });
                 // What was read past the batch on those partitions goes too: all of it is re-read.
                 let partitions: Vec<i32> = ranges.iter().map(|r| r.partition).collect();
                 buffer.drop_partitions(&partitions);
@@ -471,7 +473,7 @@ impl Batches {
             let input = Input { decoded: decoded.take(), staged: &staged, rows_in };
             match self.attempt(reason, &ranges, input, &dead, started_at_ms, &mut timings).await {
                 Ok(Attempt::Committed(execution, staged)) => return Outcome::Committed { execution, staged },
-                Ok(Attempt::Conflict(error)) => return Outcome::Conflict { ranges, error },
+                Ok(Attempt::Reread(reason)) => return Outcome::Reread { ranges, reason },
                 Err(failure) => {
                     let error = format!("{:#}", failure.error);
                     tracing::warn!(publisher = %self.id, attempt, error = %error, "batch attempt failed");
@@ -548,9 +550,11 @@ impl Batches {
             None => {
                 let (dir, paths) = (data_dir.clone(), staged.to_vec());
                 let read = tokio::task::spawn_blocking(move || reread_staged(&dir, &paths, !native));
-                let (batches, frames) =
-                    read.await.expect("reading staged files does not panic").map_err(Failure::host)?;
-                (native.then_some(batches), frames, None)
+                match read.await.expect("reading staged files does not panic") {
+                    Ok((batches, frames)) => (native.then_some(batches), frames, None),
+                    // Staging failed, or its files went: Kafka still has the batch.
+                    Err(e) => return Ok(Attempt::Reread(format!("a retry could not read the staged batch back: {e:#}"))),
+                }
             }
         };
         (timings.plugin_cpu, timings.write) = (0.0, 0.0); // this attempt's call only
@@ -650,7 +654,7 @@ impl Batches {
         match committed {
             Ok(Ok((id, version))) => (execution.id, execution.table_version) = (id, version),
             Ok(Err(e @ (CatalogError::ConflictingOffsets { .. } | CatalogError::OverlapsCommitted { .. }))) => {
-                return Ok(Attempt::Conflict(e));
+                return Ok(Attempt::Reread(e.to_string()));
             }
             Ok(Err(e)) => return Err(Failure { error: e.into(), log }),
             Err(e) => return Err(Failure { error: e, log }),
@@ -746,7 +750,7 @@ impl Worker {
 
 enum Attempt {
     Committed(Execution, Vec<PathBuf>),
-    Conflict(CatalogError),
+    Reread(String),
 }
 
 struct Failure {
