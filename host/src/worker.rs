@@ -553,7 +553,9 @@ impl Batches {
                 match read.await.expect("reading staged files does not panic") {
                     Ok((batches, frames)) => (native.then_some(batches), frames, None),
                     // Staging failed, or its files went: Kafka still has the batch.
-                    Err(e) => return Ok(Attempt::Reread(format!("a retry could not read the staged batch back: {e:#}"))),
+                    Err(e) => {
+                        return Ok(Attempt::Reread(format!("a retry could not read the staged batch back: {e:#}")));
+                    }
                 }
             }
         };
