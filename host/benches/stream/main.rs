@@ -30,13 +30,43 @@ pub struct Rate {
     pub seconds: f64,
     pub messages_per_s: f64,
     pub mb_per_s: f64,
+    /// CPU time the run's own process used over `seconds` (on the embedded
+    /// broker, the broker's included: it runs in that process).
+    pub cpu_seconds: f64,
+    /// CPU time a broker in its own process used over the same window.
+    pub broker_cpu_seconds: Option<f64>,
 }
 
 impl Rate {
-    pub fn new(messages: usize, seconds: f64, avg_bytes: f64) -> Self {
+    pub fn new(messages: usize, seconds: f64, avg_bytes: f64, cpu: Cpu) -> Self {
         let per_s = messages as f64 / seconds;
-        Self { messages, seconds, messages_per_s: per_s, mb_per_s: per_s * avg_bytes / 1e6 }
+        Self {
+            messages,
+            seconds,
+            messages_per_s: per_s,
+            mb_per_s: per_s * avg_bytes / 1e6,
+            cpu_seconds: cpu.own,
+            broker_cpu_seconds: cpu.broker,
+        }
     }
+
+    /// CPU microseconds per message, the broker's own left out.
+    pub fn cpu_us_per_message(&self) -> f64 {
+        self.cpu_seconds * 1e6 / self.messages as f64
+    }
+
+    /// Cores a broker in its own process kept busy during the run.
+    pub fn broker_cores(&self) -> f64 {
+        self.broker_cpu_seconds.unwrap_or(0.0) / self.seconds
+    }
+}
+
+/// CPU seconds used over a run: the measuring process's (or the Python
+/// path's own) and a separate broker process's.
+#[derive(Debug, Clone, Copy)]
+pub struct Cpu {
+    pub own: f64,
+    pub broker: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -71,13 +101,22 @@ pub struct Figures {
     /// Share of weir's end-to-end time spent in the WASM calls: the publish
     /// stage, less the table write that happens inside it.
     pub wasm_share: f64,
-    /// CPU time the end-to-end run used (on the embedded broker, the broker's included).
-    pub weir_cpu_seconds: f64,
-    /// The plugin calls' CPU time over `weir_cpu_seconds`.
+    /// The plugin calls' CPU time over run 2's `cpu_seconds`.
     pub wasm_cpu_share: f64,
     pub weir_stage_ms: weir::catalog::Timings,
+    /// Cores this machine has.
+    pub cores: f64,
+    pub floor: Floor,
     pub latency: Latency,
     pub memory: Vec<Memory>,
+}
+
+/// CPU microseconds per message of steps every implementation takes, each
+/// measured alone (reading the messages is run 1's figure).
+#[derive(Debug, Serialize)]
+pub struct Floor {
+    pub decode_us_per_message: f64,
+    pub table_write_us_per_message: f64,
 }
 
 /// A broker the runs talk to, kept alive for as long as it is needed.
@@ -108,6 +147,19 @@ impl Broker {
             // Tansu makes a joining member wait about half the session timeout.
             Self::Tansu(_) => vec![("session.timeout.ms", "6000"), ("heartbeat.interval.ms", "500")],
         }
+    }
+
+    /// CPU time a broker in its own process has used so far; `None` for the
+    /// embedded one, whose time counts in this process's.
+    pub fn cpu(&self) -> Option<std::time::Duration> {
+        let Self::Tansu(t) = self else { return None };
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", t.pid())).ok()?;
+        // utime and stime are fields 14 and 15; the command name before them may hold spaces.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        // SAFETY: sysconf reads a constant of the running system.
+        let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        Some(std::time::Duration::from_micros(ticks * 1_000_000 / per_s))
     }
 
     pub fn name(&self) -> &'static str {
@@ -168,19 +220,55 @@ fn print_figures(f: &Figures) {
         "\n== {}: {} messages of {:.0} B in {} partitions ==",
         f.broker, f.messages, f.avg_message_bytes, f.partitions
     );
-    println!("{:<52} {:>12} {:>8} {:>9}", "", "messages/s", "MB/s", "seconds");
+    println!("{:<52} {:>12} {:>8} {:>9} {:>12} {:>7}", "", "messages/s", "MB/s", "seconds", "CPU µs/msg", "cores");
     let row = |label: &str, r: &Rate| {
-        println!("{label:<52} {:>12.0} {:>8.1} {:>9.2}", r.messages_per_s, r.mb_per_s, r.seconds)
+        println!(
+            "{label:<52} {:>12.0} {:>8.1} {:>9.2} {:>12.2} {:>7.2}",
+            r.messages_per_s,
+            r.mb_per_s,
+            r.seconds,
+            r.cpu_us_per_message(),
+            r.cpu_seconds / r.seconds
+        )
     };
     row("1 librdkafka raw consume (ceiling)", &f.raw_consume);
     row(&format!("2 weir end to end ({BATCH}-msg batches, WASM passthrough)"), &f.weir);
     row("3 weir, native identity instead of the WASM call", &f.weir_native_identity);
     row("4 Python: confluent-kafka + pyarrow from_pylist", &f.python);
     println!(
-        "ratios: 2/1 = {:.2} (target ≥ 0.85)   2/4 = {:.1}× (target ≥ 10×)   3/2 = {:.2}",
+        "ratios: 2/1 = {:.2} (target ≥ 0.85)   2/4 = {:.1}× (target ≥ 10×)   3/2 = {:.2}   1/4 = {:.1}×",
         ratio(&f.weir, &f.raw_consume),
         ratio(&f.weir, &f.python),
-        ratio(&f.weir_native_identity, &f.weir)
+        ratio(&f.weir_native_identity, &f.weir),
+        ratio(&f.raw_consume, &f.python)
+    );
+    if f.weir.broker_cpu_seconds.is_some() {
+        println!(
+            "the broker's own process kept {:.2} cores busy during run 1 and {:.2} during run 2 (not in the figures above)",
+            f.raw_consume.broker_cores(),
+            f.weir.broker_cores()
+        );
+    }
+    // What the CPU-rate targets ask of each message on this machine.
+    let free = f.cores - f.weir.broker_cores();
+    let budget = |rate: f64| free / rate * 1e6;
+    println!(
+        "on {:.0} cores ({:.2} left by the broker): 2/1 ≥ 0.85 means {:.0} msg/s, at most {:.2} µs of CPU per message; 2/4 ≥ 10× means {:.0} msg/s, at most {:.2} µs; run 2 used {:.2} µs",
+        f.cores,
+        free,
+        0.85 * f.raw_consume.messages_per_s,
+        budget(0.85 * f.raw_consume.messages_per_s),
+        10.0 * f.python.messages_per_s,
+        budget(10.0 * f.python.messages_per_s),
+        f.weir.cpu_us_per_message()
+    );
+    let floor = f.raw_consume.cpu_us_per_message() + f.floor.decode_us_per_message + f.floor.table_write_us_per_message;
+    println!(
+        "steps no implementation skips, each measured alone: reading {:.2} (run 1) + decoding JSON to Arrow {:.2} + writing the table's parquet {:.2} = {:.2} µs of CPU per message",
+        f.raw_consume.cpu_us_per_message(),
+        f.floor.decode_us_per_message,
+        f.floor.table_write_us_per_message,
+        floor
     );
     let t = &f.weir_stage_ms;
     println!(
@@ -194,12 +282,11 @@ fn print_figures(f: &Figures) {
         f.wasm_share * 100.0
     );
     println!(
-        "the plugin calls used {:.0} ms of CPU, {:.1} % of the {:.1} CPU-seconds of the end-to-end run ({:.2} cores busy{})",
+        "the plugin calls used {:.0} ms of CPU, {:.1} % of the {:.1} CPU-seconds of the end-to-end run{}",
         t.plugin_cpu,
         f.wasm_cpu_share * 100.0,
-        f.weir_cpu_seconds,
-        f.weir_cpu_seconds / f.weir.seconds,
-        if f.broker.starts_with("embedded") { ", the in-process broker's included" } else { "" }
+        f.weir.cpu_seconds,
+        if f.broker.starts_with("embedded") { " (the in-process broker's included)" } else { "" }
     );
     let l = &f.latency;
     println!(

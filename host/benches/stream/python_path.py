@@ -3,7 +3,8 @@ approach: a confluent-kafka poll loop buffering dicts, pyarrow
 Table.from_pylist, a parquet write, a commit; the same rollover as weir's run.
 
 python_path.py BOOTSTRAP TOPIC GROUP MESSAGES BATCH_MESSAGES BATCH_MB OUT_DIR [KEY=VALUE...]
-Prints one JSON line: {"messages": committed, "seconds": from the first message to the last commit}.
+Prints one JSON line: {"messages": committed, "seconds": from the first message to the last
+commit, "cpu_seconds": the CPU this process used meanwhile, librdkafka's threads included}.
 """
 import json
 import os
@@ -21,12 +22,13 @@ config.update(kv.split("=", 1) for kv in sys.argv[8:])
 consumer = Consumer(config)
 consumer.subscribe([topic])
 
-rows, size, done, batches, started, offsets = [], 0, 0, 0, None, {}
+rows, size, done, batches, started, started_cpu, offsets = [], 0, 0, 0, None, None, {}
 while done < total:
     for message in consumer.consume(num_messages=10000, timeout=0.5):
         if message.error():
             continue
-        started = started or time.monotonic()
+        if started is None:
+            started, started_cpu = time.monotonic(), time.process_time()
         value = message.value()
         rows.append(json.loads(value))
         offsets[message.partition()] = message.offset() + 1
@@ -41,4 +43,5 @@ while done < total:
             if done >= total:
                 break
 consumer.close()
-print(json.dumps({"messages": done, "seconds": time.monotonic() - started}))
+seconds, cpu = time.monotonic() - started, time.process_time() - started_cpu
+print(json.dumps({"messages": done, "seconds": seconds, "cpu_seconds": cpu}))

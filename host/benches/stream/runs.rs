@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, TimestampMillisecondArray};
+use arrow::array::{Array, RecordBatch, TimestampMillisecondArray};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, Producer};
@@ -21,7 +21,7 @@ use weir::worker::{self, Node, PublishStage, WorkerEvent, WorkerOptions};
 use super::common;
 use super::common::stream::{self, CLICKS_SCHEMA};
 use super::dataset::{self, PARTITIONS};
-use super::{BATCH, Broker, Figures, Latency, Memory, Rate, SIZE_MB};
+use super::{BATCH, Broker, Cpu, Figures, Floor, Latency, Memory, Rate, SIZE_MB};
 
 pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
     let bootstrap = broker.bootstrap();
@@ -45,13 +45,15 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
     let timed = (n / BATCH).max(1) * BATCH;
     assert!(n >= BATCH, "the dataset must hold at least one {BATCH}-message batch");
 
+    eprintln!("[{}] the floor: decoding and writing the table, in memory ...", broker.name());
+    let floor = floor(broker);
     eprintln!("[{}] raw consume ...", broker.name());
-    let raw = raw_consume(&bootstrap, &settings, n);
+    let raw = raw_consume(broker, n);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     eprintln!("[{}] weir end to end ...", broker.name());
-    let (weir, weir_cpu, stages) = rt.block_on(weir_run(broker, timed, PublishStage::Plugin, "weir-e2e"));
+    let (weir, stages) = rt.block_on(weir_run(broker, timed, PublishStage::Plugin, "weir-e2e"));
     eprintln!("[{}] weir, native identity ...", broker.name());
-    let (native, _, _) = rt.block_on(weir_run(broker, timed, PublishStage::NativeIdentity, "weir-native"));
+    let (native, _) = rt.block_on(weir_run(broker, timed, PublishStage::NativeIdentity, "weir-native"));
     eprintln!("[{}] the Python path ...", broker.name());
     let python = python_path(&bootstrap, &settings, timed);
     let sizes: &[u64] = if quick { &[16, 64] } else { &[16, 64, 256] };
@@ -71,14 +73,15 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
         messages: n,
         avg_message_bytes: avg,
         partitions: PARTITIONS,
-        raw_consume: Rate::new(n, raw.as_secs_f64(), avg),
-        weir: Rate::new(timed, weir.as_secs_f64(), avg),
-        weir_native_identity: Rate::new(timed, native.as_secs_f64(), avg),
-        python: Rate::new(timed, python, avg),
-        wasm_share: (stages.publish - stages.write) / 1e3 / weir.as_secs_f64(),
-        weir_cpu_seconds: weir_cpu.as_secs_f64(),
-        wasm_cpu_share: stages.plugin_cpu / 1e3 / weir_cpu.as_secs_f64(),
+        raw_consume: Rate::new(n, raw.0, avg, raw.1),
+        weir: Rate::new(timed, weir.0, avg, weir.1),
+        weir_native_identity: Rate::new(timed, native.0, avg, native.1),
+        python: Rate::new(timed, python.0, avg, python.1),
+        wasm_share: (stages.publish - stages.write) / 1e3 / weir.0,
+        wasm_cpu_share: stages.plugin_cpu / 1e3 / weir.1.own,
         weir_stage_ms: stages,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
+        floor,
         latency,
         memory,
     }
@@ -98,21 +101,89 @@ fn consumer_config(bootstrap: &str, settings: &[(&str, &str)], group: &str) -> C
     config
 }
 
+/// The CPU two steps no implementation skips cost per message here, done
+/// alone in memory on four batches of the dataset: weir's JSON decoder
+/// (arrow-json), in runs of the size the worker decodes, and the table's
+/// parquet file (dictionary, zstd, one column per core). Run 1 measures the
+/// third, reading the messages.
+fn floor(broker: &Broker) -> Floor {
+    const MESSAGES: usize = 4 * BATCH;
+    let schema = Arc::new(weir::schema::from_json_schema(CLICKS_SCHEMA).unwrap());
+    let decoder = weir::decode::JsonDecoder::new(schema);
+    let messages: Vec<weir::decode::RawMessage> = (0..MESSAGES)
+        .map(|i| {
+            let (key, value) = dataset::message(i);
+            let partition = (i % PARTITIONS as usize) as i32;
+            weir::decode::RawMessage::new(
+                partition,
+                i as i64,
+                Some(0),
+                Some(key.as_bytes()),
+                Some(value.as_bytes()),
+                vec![],
+            )
+        })
+        .collect();
+    let per_run = weir::buffer::DECODE_RUN_BYTES as usize / messages[0].size();
+    let runs: Vec<Vec<_>> = messages.chunks(per_run).map(<[_]>::to_vec).collect();
+    drop(messages);
+    let clocks = Clocks::start(broker);
+    let decoded: Vec<RecordBatch> = runs.into_iter().map(|run| decoder.decode(run).batch).collect();
+    let (_, decode) = clocks.stop(broker);
+    let schema = decoded[0].schema();
+    let rows: Vec<RecordBatch> = decoded
+        .chunks(BATCH / per_run + 1)
+        .map(|runs| arrow::compute::concat_batches(&schema, runs).unwrap())
+        .collect();
+    assert_eq!(rows.iter().map(RecordBatch::num_rows).sum::<usize>(), MESSAGES, "every message decodes");
+    let dir = tempfile::tempdir().unwrap();
+    let clocks = Clocks::start(broker);
+    for (i, batch) in rows.iter().enumerate() {
+        let path = dir.path().join(format!("{i}.parquet"));
+        weir::stage::write_parquet(&path, &schema, std::slice::from_ref(batch), weir::stage::Kind::Table).unwrap();
+    }
+    let (_, write) = clocks.stop(broker);
+    let per_message = |cpu: Cpu| cpu.own * 1e6 / MESSAGES as f64;
+    Floor { decode_us_per_message: per_message(decode), table_write_us_per_message: per_message(write) }
+}
+
+/// The wall and CPU clocks, read together at the start of a timed window.
+struct Clocks {
+    wall: Instant,
+    cpu: Duration,
+    broker: Option<Duration>,
+}
+
+impl Clocks {
+    fn start(broker: &Broker) -> Self {
+        Self { wall: Instant::now(), cpu: cpu_time::process(), broker: broker.cpu() }
+    }
+
+    /// Seconds since the start, and the CPU used meanwhile.
+    fn stop(&self, broker: &Broker) -> (f64, Cpu) {
+        let seconds = self.wall.elapsed().as_secs_f64();
+        let own = cpu_time::process().saturating_sub(self.cpu).as_secs_f64();
+        let used = broker.cpu().zip(self.broker).map(|(now, then)| now.saturating_sub(then).as_secs_f64());
+        (seconds, Cpu { own, broker: used })
+    }
+}
+
 /// librdkafka's raw consume rate: every message read, nothing done; from the first message.
-fn raw_consume(bootstrap: &str, settings: &[(&str, &str)], n: usize) -> Duration {
-    let consumer: BaseConsumer = consumer_config(bootstrap, settings, "raw-consume").create().unwrap();
+fn raw_consume(broker: &Broker, n: usize) -> (f64, Cpu) {
+    let consumer: BaseConsumer =
+        consumer_config(&broker.bootstrap(), &broker.client_settings(), "raw-consume").create().unwrap();
     consumer.subscribe(&["clicks"]).unwrap();
     let (mut seen, mut started, mut last) = (0, None, Instant::now());
     while seen < n {
         if let Some(message) = consumer.poll(Duration::from_millis(100)) {
             message.unwrap();
-            started.get_or_insert_with(Instant::now);
+            started.get_or_insert_with(|| Clocks::start(broker));
             seen += 1;
             last = Instant::now();
         }
         assert!(last.elapsed() < Duration::from_secs(60), "the broker gave {seen} of the {n} messages produced");
     }
-    started.unwrap().elapsed()
+    started.unwrap().stop(broker)
 }
 
 fn connection(broker: &Broker, group: &str) -> KafkaConnection {
@@ -193,15 +264,15 @@ impl Running {
 /// weir end to end on the dataset, from the partitions' assignment to the
 /// commit of `timed` messages: its wall time, the CPU time this process used
 /// meanwhile, and the summed stage timings.
-async fn weir_run(broker: &Broker, timed: usize, stage: PublishStage, group: &str) -> (Duration, Duration, Timings) {
+async fn weir_run(broker: &Broker, timed: usize, stage: PublishStage, group: &str) -> ((f64, Cpu), Timings) {
     let src_cfg = serde_json::json!({
         "kafka.messages_rollover": BATCH, "kafka.size_rollover_mb": SIZE_MB, "kafka.time_rollover_seconds": 60,
     });
     let mut run = start(broker, "clicks", group, src_cfg, stage);
     run.assigned().await;
-    let (started, started_cpu) = (Instant::now(), cpu_time::process());
+    let clocks = Clocks::start(broker);
     run.committed(timed).await;
-    let (elapsed, cpu) = (started.elapsed(), cpu_time::process().saturating_sub(started_cpu));
+    let measured = clocks.stop(broker);
     let (catalog, _dir) = run.stop().await;
     let mut total = Timings::default();
     for e in catalog.executions("events/read_clicks").unwrap().iter().filter(|e| e.status == "committed") {
@@ -212,10 +283,10 @@ async fn weir_run(broker: &Broker, timed: usize, stage: PublishStage, group: &st
         total.plugin_cpu += e.timings_ms.plugin_cpu;
         total.commit += e.timings_ms.commit;
     }
-    (elapsed, cpu, total)
+    (measured, total)
 }
 
-fn python_path(bootstrap: &str, settings: &[(&str, &str)], timed: usize) -> f64 {
+fn python_path(bootstrap: &str, settings: &[(&str, &str)], timed: usize) -> (f64, Cpu) {
     let dir = tempfile::tempdir().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/stream/python_path.py");
     let out = Command::new("python3")
@@ -229,7 +300,7 @@ fn python_path(bootstrap: &str, settings: &[(&str, &str)], timed: usize) -> f64 
     assert!(out.status.success(), "the Python path failed");
     let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("python's JSON");
     assert_eq!(answer["messages"], timed);
-    answer["seconds"].as_f64().unwrap()
+    (answer["seconds"].as_f64().unwrap(), Cpu { own: answer["cpu_seconds"].as_f64().unwrap(), broker: None })
 }
 
 /// Produce → committed and visible, at a steady rate, with a 1 s time rollover.
