@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow::compute::concat_batches;
+use weir::frames::Unframed;
 use weir::plugin::{Collect, Limits, LogLevel, LogSource, OutputError, RunError};
 
 use common::{clicks, frame, guest, mixed, runtime};
@@ -39,6 +40,24 @@ fn passthrough_returns_every_frame_unchanged() {
     let expected: Vec<RecordBatch> = inputs.into_iter().flatten().collect();
     assert_eq!(all_rows(&tables[0].frame.batches), all_rows(&expected));
     assert_eq!(tables[0].frame.schema, mixed(0, 0).schema());
+}
+
+#[test]
+fn tables_framed_as_the_plugin_reads_them_arrive_whole_and_their_framing_is_the_hosts_time() {
+    // How the worker hands a batch over: each partition as the runs it was decoded in.
+    let rt = runtime();
+    let runs = |seed: u64| vec![clicks(700, seed), clicks(1, seed + 1), clicks(300, seed + 2)];
+    for name in ["read-clicks", "fixture-v0-1-passthrough"] {
+        let plugin = rt.load(&guest(name)).unwrap();
+        let slot: Vec<Unframed> =
+            [1, 10].map(|seed| Unframed { schema: clicks(0, 0).schema(), batches: runs(seed) }).into();
+        let run = rt.publish(&plugin, vec![slot], &Limits::default(), None);
+        let tables = run.outcome.expect("the passthrough succeeds");
+        let expected = if name == "read-clicks" { [runs(1), runs(10)].concat() } else { runs(1) };
+        assert_eq!(all_rows(&tables[0].frame.batches), all_rows(&expected), "{name}");
+        // Framing is counted apart from the call's own time and CPU.
+        assert!(run.timing.input > std::time::Duration::ZERO, "{name}: {:?}", run.timing);
+    }
 }
 
 #[test]

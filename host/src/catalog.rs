@@ -85,7 +85,7 @@ pub struct Execution {
 #[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
 pub struct Timings {
     /// The summed time of its decoded runs (most of them decoded while the batch
-    /// filled), plus making each partition one batch and the plugin's frame.
+    /// filled), plus making the plugin's frames, which happens inside its call.
     pub decode: f64,
     pub stage: f64,
     /// Dead letters out, then the plugin call, in wall time; the table's file

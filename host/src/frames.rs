@@ -3,6 +3,7 @@
 
 use arrow::array::{ArrayData, RecordBatch};
 use arrow::buffer::Buffer;
+use arrow::compute::concat_batches;
 use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use arrow::ipc::reader::StreamDecoder;
@@ -53,24 +54,41 @@ pub fn decode(bytes: Vec<u8>) -> Result<Frame, ArrowError> {
     decode_buffer(Buffer::from_vec(bytes), StreamDecoder::new())
 }
 
-/// Encodes batches as one frame of `size` bytes (see [`ipc_size`]), letting go
-/// of each once written, and reads them back: the rows returned point into the
-/// frame, so rows that are both handed to a plugin and kept by the host are
-/// held once, not twice.
-pub fn share(
-    schema: &SchemaRef,
-    batches: impl IntoIterator<Item = Result<RecordBatch, ArrowError>>,
-    size: usize,
-) -> Result<(Buffer, Vec<RecordBatch>), ArrowError> {
-    let mut writer = StreamWriter::try_new(Vec::with_capacity(size), schema)?;
-    for batch in batches {
-        writer.write(&batch?)?;
+/// Rows per record batch of a frame the host makes from smaller runs: a
+/// plugin's SDK hands each record batch to its author as it is.
+pub const BATCH_ROWS: usize = 64 * 1024;
+
+/// A table to be framed only when it is handed over. A batch's partitions are
+/// then framed one at a time, as a plugin reads them, instead of all at once
+/// beside the rows they are made from.
+#[derive(Debug, Clone)]
+pub struct Unframed {
+    pub schema: SchemaRef,
+    /// The rows in order, in batches of any size (the runs they were decoded in).
+    pub batches: Vec<RecordBatch>,
+}
+
+impl Unframed {
+    /// The frame: the rows regrouped into record batches of up to
+    /// [`BATCH_ROWS`], each batch let go of once encoded, in one stream sized once.
+    pub fn encode(self) -> Result<Vec<u8>, ArrowError> {
+        let Self { schema, batches } = self;
+        let mut writer = StreamWriter::try_new(Vec::with_capacity(ipc_size(&schema, &batches)), &schema)?;
+        let mut batches = batches.into_iter().peekable();
+        loop {
+            let (mut group, mut rows) = (Vec::new(), 0);
+            while let Some(batch) = batches.next_if(|b| rows == 0 || rows + b.num_rows() <= BATCH_ROWS) {
+                rows += batch.num_rows();
+                group.push(batch);
+            }
+            match group.len() {
+                0 => break,
+                1 => writer.write(&group[0])?,
+                _ => writer.write(&concat_batches(&schema, &group)?)?,
+            }
+        }
+        writer.into_inner()
     }
-    let frame = Buffer::from_vec(writer.into_inner()?);
-    // SAFETY: the frame was just written from batches whose arrays are valid, and
-    // a `Buffer` is immutable: reading it back finds exactly those arrays.
-    let decoder = unsafe { StreamDecoder::new().with_skip_validation(true) };
-    Ok((frame.clone(), decode_buffer(frame, decoder)?.batches))
 }
 
 fn decode_buffer(mut buffer: Buffer, mut decoder: StreamDecoder) -> Result<Frame, ArrowError> {
@@ -90,8 +108,8 @@ fn decode_buffer(mut buffer: Buffer, mut decoder: StreamDecoder) -> Result<Frame
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{ArrayRef, Int64Array, StringArray};
-    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::array::{ArrayRef, AsArray, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 
     use super::*;
 
@@ -134,16 +152,22 @@ mod tests {
     }
 
     #[test]
-    fn shared_rows_point_into_their_frame() {
-        let schema = Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, true)]));
-        let batch =
-            RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(vec![Some("a"), None]))]).unwrap();
-        let both = [batch.clone(), batch.clone()];
-        let (frame, rows) = share(&schema, both.clone().map(Ok), ipc_size(&schema, &both)).unwrap();
-        assert_eq!(rows, both);
-        assert_eq!(decode(frame.to_vec()).unwrap().batches, both);
-        let values = rows[1].column(0).to_data().buffers()[1].as_ptr();
-        assert!(frame.as_ptr_range().contains(&values), "the rows are read from the frame, not copied");
+    fn an_unframed_table_is_framed_in_batches_of_up_to_batch_rows_in_order() {
+        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+        let run = |from: i64, n: i64| {
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(from..from + n))]).unwrap()
+        };
+        let big = BATCH_ROWS as i64;
+        // Small runs are joined up to BATCH_ROWS; a run that would pass it starts the next batch.
+        let runs = vec![run(0, 10), run(10, big - 20), run(big - 10, 10), run(big, 5), run(big + 5, big)];
+        let frame = decode(Unframed { schema: schema.clone(), batches: runs }.encode().unwrap()).unwrap();
+        let sizes: Vec<usize> = frame.batches.iter().map(RecordBatch::num_rows).collect();
+        assert_eq!(sizes, [BATCH_ROWS, 5, BATCH_ROWS]);
+        let ids: Vec<i64> =
+            frame.batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
+        assert_eq!(ids, (0..2 * big + 5).collect::<Vec<_>>());
+        let empty = decode(Unframed { schema: schema.clone(), batches: vec![] }.encode().unwrap()).unwrap();
+        assert_eq!((empty.rows(), empty.schema), (0, schema));
     }
 
     #[test]

@@ -11,9 +11,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use arrow::array::RecordBatch;
-use arrow::compute::concat_batches;
-use arrow::datatypes::SchemaRef;
-use arrow::error::ArrowError;
 use futures::{FutureExt as _, StreamExt as _};
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -144,13 +141,12 @@ pub enum WorkerExit {
     Failed(String),
 }
 
-/// One partition of a closed batch, decoded: its rows in offset order and,
-/// when a plugin reads them, the Arrow IPC frame it is handed. The rows then
-/// point into the frame, so the batch is held once, not twice.
+/// One partition of a closed batch, decoded: its rows in offset order, in the
+/// runs they were decoded in. Staging writes them, and the plugin's frame is
+/// made from them only when the plugin reads it.
 struct PartitionRows {
     partition: i32,
     rows: Vec<RecordBatch>,
-    frame: Option<arrow::buffer::Buffer>,
 }
 
 /// The partitions of a closed batch that hold rows, in partition order.
@@ -163,6 +159,8 @@ struct Input<'a> {
     /// Its staged files, one per partition with rows, in partition order.
     staged: &'a [PathBuf],
     rows_in: u64,
+    /// Milliseconds decoding the batch took, before the plugin's frames are made.
+    decoding: f64,
 }
 
 static WORKER_IDS: AtomicU64 = AtomicU64::new(1);
@@ -443,16 +441,7 @@ impl Batches {
         tracing::info!(publisher = %self.id, reason = reason.as_str(), messages, bytes, "batch closed");
 
         let mut timings = Timings::default();
-        let framed = self.options.publish == PublishStage::Plugin;
-        let (partitions, dead, decoding) = match finish_decoding(&self.decoder, partitions, framed).await {
-            Ok(decoded) => decoded,
-            Err(e) => {
-                // Only a partition with more than 2 GiB in one string column gets here.
-                let error = format!("assembling the closed batch failed: {e}; lower kafka.size_rollover_mb");
-                tracing::error!(publisher = %self.id, error = %error, "publisher failed; its offsets stay where they were");
-                return Outcome::Failed(WorkerExit::Failed(error));
-            }
-        };
+        let (partitions, dead, decoding) = finish_decoding(&self.decoder, partitions).await;
         timings.decode = ms(decoding);
         crate::crash::point("before-stage");
         let rows_in = partitions.iter().flat_map(|p| &p.rows).map(|b| b.num_rows() as u64).sum();
@@ -470,7 +459,7 @@ impl Batches {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let input = Input { decoded: decoded.take(), staged: &staged, rows_in };
+            let input = Input { decoded: decoded.take(), staged: &staged, rows_in, decoding: ms(decoding) };
             match self.attempt(reason, &ranges, input, &dead, started_at_ms, &mut timings).await {
                 Ok(Attempt::Committed(execution, staged)) => return Outcome::Committed { execution, staged },
                 Ok(Attempt::Reread(reason)) => return Outcome::Reread { ranges, reason },
@@ -527,31 +516,30 @@ impl Batches {
         let data_dir = self.node.catalog.data_dir().to_path_buf();
         let schema = self.decoder.output_schema().clone();
         let native = self.options.publish == PublishStage::NativeIdentity;
-        let Input { decoded, staged, rows_in } = input;
+        let Input { decoded, staged, rows_in, decoding } = input;
 
         // Stage: the first attempt writes each partition's parquet file on the blocking
-        // pool while the plugin runs on the same batch's frames (one per file), and
-        // drops each partition's rows once written. A retry reads the files back.
-        let (batches, frames, staging) = match decoded {
+        // pool while the plugin runs on the same batch, one frame per file, made as the
+        // plugin reads it; each partition's rows go once both are done with them. A
+        // retry reads the files back.
+        let (batches, staging) = match decoded {
             Some(partitions) => {
-                let (batches, frames): (Vec<Vec<RecordBatch>>, Vec<_>) =
-                    partitions.into_iter().map(|p| (p.rows, p.frame)).unzip();
-                let kept = native.then(|| batches.clone());
-                let (dir, paths, schema) = (data_dir.clone(), staged.to_vec(), schema.clone());
+                let batches: Vec<Vec<RecordBatch>> = partitions.into_iter().map(|p| p.rows).collect();
+                let (dir, paths, schema, rows) = (data_dir.clone(), staged.to_vec(), schema.clone(), batches.clone());
                 let staging = tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
                     let t = Instant::now();
-                    for (path, batches) in paths.iter().zip(batches) {
+                    for (path, batches) in paths.iter().zip(rows) {
                         stage::write_parquet(&dir.join(path), &schema, &batches, stage::Kind::Staged)?;
                     }
                     Ok(t.elapsed())
                 });
-                (kept, frames.into_iter().flatten().collect(), Some(staging))
+                (batches, Some(staging))
             }
             None => {
                 let (dir, paths) = (data_dir.clone(), staged.to_vec());
-                let read = tokio::task::spawn_blocking(move || reread_staged(&dir, &paths, !native));
+                let read = tokio::task::spawn_blocking(move || reread_staged(&dir, &paths));
                 match read.await.expect("reading staged files does not panic") {
-                    Ok((batches, frames)) => (native.then_some(batches), frames, None),
+                    Ok(batches) => (batches, None),
                     // Staging failed, or its files went: Kafka still has the batch.
                     Err(e) => {
                         return Ok(Attempt::Reread(format!("a retry could not read the staged batch back: {e:#}")));
@@ -560,6 +548,8 @@ impl Batches {
             }
         };
         (timings.plugin_cpu, timings.write) = (0.0, 0.0); // this attempt's call only
+        // Making the plugin's frames, inside its call, counts as decoding, not publishing.
+        let mut framing = 0.0;
 
         // Dead letters, then the plugin, while staging runs; staging is always awaited,
         // so a retry never races a write still in flight. The plugin's output is
@@ -582,7 +572,7 @@ impl Batches {
             if staged.is_empty() {
                 return Ok((None, PluginLog::default(), stored_dead));
             }
-            if let Some(batches) = batches {
+            if native {
                 let batches = batches.into_iter().flatten().collect();
                 let (table, frame) = (table.clone(), frames::Frame { schema: schema.clone(), batches });
                 let written = tokio::task::spawn_blocking(move || {
@@ -593,19 +583,22 @@ impl Batches {
                 timings.write = ms(took);
                 return Ok((Some(sink), PluginLog::default(), stored_dead));
             }
+            let frames =
+                batches.into_iter().map(|batches| frames::Unframed { schema: schema.clone(), batches }).collect();
             let run = self
                 .node
                 .runtime
                 .publish_blocking(p.plugin.clone(), vec![frames], p.limits.clone(), Some(vec![table.clone()]), sink)
                 .await;
-            (timings.plugin_cpu, timings.write) = (ms(run.timing.cpu), ms(run.timing.output));
+            (timings.plugin_cpu, timings.write, framing) =
+                (ms(run.timing.cpu), ms(run.timing.output), ms(run.timing.input));
             match run.outcome {
                 Ok(sink) => Ok((Some(sink), run.log, stored_dead)),
                 Err(e) => Err(Failure { error: e.into(), log: run.log }),
             }
         }
         .await;
-        timings.publish = ms(t.elapsed());
+        (timings.publish, timings.decode) = (ms(t.elapsed()) - framing, decoding + framing);
         let staged_in = match staging {
             Some(staging) => Some(staging.await.expect("staging does not panic")),
             None => None,
@@ -767,14 +760,12 @@ impl Failure {
 }
 
 /// Waits for each partition's runs to decode and decodes the messages after
-/// them, then makes each partition one batch (and, with `framed`, its frame).
-/// Returns the dead letters of all partitions together, and the time all of
-/// that took.
+/// them. Returns each partition's rows, the dead letters of all partitions
+/// together, and the time decoding took.
 async fn finish_decoding(
     decoder: &JsonDecoder,
     closed: Vec<ClosedPartition>,
-    framed: bool,
-) -> Result<(Partitions, Vec<DeadLetter>, Duration), ArrowError> {
+) -> (Partitions, Vec<DeadLetter>, Duration) {
     // The last runs decode side by side; every run is then awaited in offset order.
     let closed: Vec<(i32, Vec<_>)> = closed
         .into_iter()
@@ -786,91 +777,28 @@ async fn finish_decoding(
             (partition, decoding)
         })
         .collect();
-    let (mut assembling, mut dead, mut took) = (Vec::new(), Vec::new(), Duration::ZERO);
+    let (mut partitions, mut dead, mut took) = (Vec::new(), Vec::new(), Duration::ZERO);
     for (partition, decoding) in closed {
-        let mut runs = Vec::with_capacity(decoding.len());
+        let mut rows = Vec::with_capacity(decoding.len());
         for run in decoding {
             let mut run = run.await.expect("decoding does not panic");
             took += run.took;
             dead.append(&mut run.dead);
             if run.batch.num_rows() > 0 {
-                runs.push(run.batch);
+                rows.push(run.batch);
             }
         }
-        if !runs.is_empty() {
-            let schema = decoder.output_schema().clone();
-            assembling.push(tokio::task::spawn_blocking(move || assemble(partition, &schema, runs, framed)));
+        if !rows.is_empty() {
+            partitions.push(PartitionRows { partition, rows });
         }
     }
-    let mut partitions = Vec::with_capacity(assembling.len());
-    for task in assembling {
-        let (rows, t) = task.await.expect("assembling does not panic")?;
-        took += t;
-        partitions.push(rows);
-    }
-    Ok((partitions, dead, took))
-}
-
-/// Rows per record batch of a partition's rows and frame.
-const FRAME_BATCH_ROWS: usize = 64 * 1024;
-
-fn assemble(
-    partition: i32,
-    schema: &SchemaRef,
-    runs: Vec<RecordBatch>,
-    framed: bool,
-) -> Result<(PartitionRows, Duration), ArrowError> {
-    let t = Instant::now();
-    let (rows, frame) = partition_rows(schema, runs, framed)?;
-    Ok((PartitionRows { partition, rows, frame }, t.elapsed()))
-}
-
-/// A partition's runs made batches of up to [`FRAME_BATCH_ROWS`] rows (a
-/// plugin's SDK hands each to its author as it is) and, with `framed`, the
-/// frame that holds them. Each run is let go of once copied into its batch,
-/// and each batch once encoded into the frame, so the partition is held about
-/// once while this runs: made one batch first, then framed, it was held three
-/// times, for every partition at once, the peak of a large batch's memory.
-fn partition_rows(
-    schema: &SchemaRef,
-    runs: Vec<RecordBatch>,
-    framed: bool,
-) -> Result<(Vec<RecordBatch>, Option<arrow::buffer::Buffer>), ArrowError> {
-    let size = framed.then(|| frames::ipc_size(schema, &runs));
-    let mut runs = runs.into_iter().peekable();
-    let batches = std::iter::from_fn(move || {
-        let (mut batch, mut rows) = (Vec::new(), 0);
-        while let Some(run) = runs.next_if(|run| rows == 0 || rows + run.num_rows() <= FRAME_BATCH_ROWS) {
-            rows += run.num_rows();
-            batch.push(run);
-        }
-        match batch.len() {
-            0 => None,
-            1 => batch.pop().map(Ok),
-            _ => Some(concat_batches(schema, &batch)),
-        }
-    });
-    match size {
-        Some(size) => frames::share(schema, batches, size).map(|(frame, rows)| (rows, Some(frame))),
-        None => Ok((batches.collect::<Result<_, _>>()?, None)),
-    }
+    (partitions, dead, took)
 }
 
 /// A retried batch, read back from its staged files (paths relative to `dir`):
-/// each partition's rows and, with `framed`, its frame.
-fn reread_staged(
-    dir: &Path,
-    paths: &[PathBuf],
-    framed: bool,
-) -> anyhow::Result<(Vec<Vec<RecordBatch>>, Vec<arrow::buffer::Buffer>)> {
-    let (mut batches, mut frames) = (Vec::with_capacity(paths.len()), Vec::with_capacity(paths.len()));
-    for path in paths {
-        let frames::Frame { schema, batches: read } = crate::input::read(&dir.join(path), None)?;
-        let (rows, frame) = partition_rows(&schema, read, framed)?;
-        batches.push(rows);
-        frames.extend(frame);
-    }
-    Ok((batches, frames))
+/// each partition's rows.
+fn reread_staged(dir: &Path, paths: &[PathBuf]) -> anyhow::Result<Vec<Vec<RecordBatch>>> {
+    paths.iter().map(|path| Ok(crate::input::read(&dir.join(path), None)?.batches)).collect()
 }
 
 /// Resolves once shutdown is asked for (or its sender is gone).

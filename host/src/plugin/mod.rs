@@ -98,15 +98,36 @@ pub struct Run<T = Vec<OutputTable>> {
 pub struct Timing {
     /// Creating the store and instantiating the component.
     pub instantiate: Duration,
-    /// Copying the input in, running `publish`, copying the output out; the
-    /// output's checks and sink (`output`) excluded.
+    /// Copying the input in, running `publish`, copying the output out;
+    /// `input` and `output` excluded.
     pub call: Duration,
+    /// Making the frames the plugin reads, as it asks for them: the host's
+    /// work, which the CPU deadline does not count.
+    pub input: Duration,
     /// Checking the output and handing it to the sink, inside the call or
-    /// after it: the host's work, which the CPU deadline does not count.
+    /// after it: the host's work too.
     pub output: Duration,
-    /// CPU time the calling thread spent on the plugin, the output's checks
-    /// and sink excluded: what the call cost, whatever else ran beside it.
+    /// CPU time the calling thread spent on the plugin, the host's work on
+    /// input and output excluded: what the call cost, whatever else ran beside it.
     pub cpu: Duration,
+}
+
+/// Wall and CPU time the host spends on its own work inside a call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostTime {
+    pub wall: Duration,
+    pub cpu: Duration,
+}
+
+impl HostTime {
+    /// Runs `work`, counting its time.
+    pub fn count<T>(&mut self, work: impl FnOnce() -> T) -> T {
+        let (started, started_cpu) = (Instant::now(), crate::cpu_time::thread());
+        let done = work();
+        self.wall += started.elapsed();
+        self.cpu += crate::cpu_time::thread().saturating_sub(started_cpu);
+        done
+    }
 }
 
 /// Most core instances a component may create (a Rust wasip2 plugin uses a handful).
@@ -205,11 +226,11 @@ impl Runtime {
         let output = Output::new(Box::new(sink), limits, declared);
         let mut store = Store::new(&self.engine, Sandbox::new(log.clone(), memory_bytes, output));
         store.limiter(|s| &mut s.limiter);
-        // The deadline is the plugin's time: time the host spends on its output
-        // inside the call is given back.
+        // The deadline is the plugin's time: time the host spends on its input
+        // and output inside the call is given back.
         let mut credited = Duration::ZERO;
         store.epoch_deadline_callback(move |store| {
-            let host = store.data().output().host_time;
+            let host = store.data().host_time().wall;
             let owed = host.saturating_sub(credited);
             credited = host;
             Ok(match owed.as_nanos() / TICK.as_nanos() {
@@ -223,13 +244,12 @@ impl Runtime {
         let mut timing = Timing::default();
         let result = match &plugin.linked {
             Linked::V0_2(pre) => call_v0_2(&mut store, pre, slots, &mut timing).map(|r| r.map(|()| None)),
-            Linked::V0_1(pre, publish) => {
-                call_v0_1(&mut store, pre, *publish, &slots, &mut timing).map(|r| r.map(Some))
-            }
+            Linked::V0_1(pre, publish) => call_v0_1(&mut store, pre, *publish, slots, &mut timing).map(|r| r.map(Some)),
         };
         let memory_cap_hit = store.data().limiter.memory_cap_hit;
         let mut output = store.data_mut().output.take().expect("the output stays in the store until now");
-        timing.call = started.elapsed().saturating_sub(timing.instantiate).saturating_sub(output.host_time);
+        let input = store.data().input;
+        timing.call = started.elapsed().saturating_sub(timing.instantiate + input.wall + output.host.wall);
         // The store (and any trapped instance in it) goes now, before anything else
         // runs, and the host's hold on the input with it.
         drop(store);
@@ -250,8 +270,8 @@ impl Runtime {
                 }
             }
         };
-        timing.output = output.host_time;
-        timing.cpu = crate::cpu_time::thread().saturating_sub(started_cpu).saturating_sub(output.host_cpu);
+        (timing.input, timing.output) = (input.wall, output.host.wall);
+        timing.cpu = crate::cpu_time::thread().saturating_sub(started_cpu).saturating_sub(input.cpu + output.host.cpu);
         Run { outcome: outcome.map(|()| output.into_sink()), log, timing }
     }
 
@@ -308,15 +328,22 @@ fn call_v0_2<F: FrameBytes>(
     }))
 }
 
-fn call_v0_1<F: AsRef<[u8]>>(
+fn call_v0_1<F: FrameBytes>(
     store: &mut Store<Sandbox>,
     pre: &v0_1::StreamPublisherPre<Sandbox>,
     publish: ComponentExportIndex,
-    slots: &[Vec<F>],
+    slots: Vec<Vec<F>>,
     timing: &mut Timing,
 ) -> Called<Vec<v0_1::OutputTable>> {
+    // 0.1.0 takes every frame at once: all are made before the call.
+    let framed: Result<Vec<Vec<Vec<u8>>>, _> = store
+        .data_mut()
+        .input
+        .count(|| slots.into_iter().map(|slot| slot.into_iter().map(|f| Box::new(f).into_bytes()).collect()).collect());
+    let framed =
+        framed.map_err(|e| Failed { error: wasmtime::format_err!("framing the input: {e}"), instantiated: false })?;
     let started = Instant::now();
-    let slots: Vec<Vec<&[u8]>> = slots.iter().map(|slot| slot.iter().map(AsRef::as_ref).collect()).collect();
+    let slots: Vec<Vec<&[u8]>> = framed.iter().map(|slot| slot.iter().map(Vec::as_slice).collect()).collect();
     let call = pre
         .instance_pre()
         .instantiate(&mut *store)

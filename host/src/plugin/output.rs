@@ -6,12 +6,12 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
 
 use arrow::datatypes::SchemaRef;
 
 use crate::frames::{self, Frame};
 
+use super::HostTime;
 use super::error::{OutputError, RunError, Trap, TrapKind};
 use super::limits::Limits;
 
@@ -64,10 +64,8 @@ pub struct Output {
     sink: Box<dyn OutputSink>,
     /// Why a write was refused; the call ends with this error.
     pub refused: Option<RunError>,
-    /// Wall and CPU time spent checking and sinking output: host work, not
-    /// the plugin's.
-    pub host_time: Duration,
-    pub host_cpu: Duration,
+    /// Time spent checking and sinking output: host work, not the plugin's.
+    pub host: HostTime,
 }
 
 impl Output {
@@ -81,22 +79,19 @@ impl Output {
             schemas: HashMap::new(),
             sink,
             refused: None,
-            host_time: Duration::ZERO,
-            host_cpu: Duration::ZERO,
+            host: HostTime::default(),
         }
     }
 
     /// Checks one piece of table `name` and hands it to the sink. A refusal is
     /// kept (the first one wins) and returned.
     pub fn write(&mut self, name: String, data: Vec<u8>) -> Result<(), &RunError> {
-        let (started, started_cpu) = (Instant::now(), crate::cpu_time::thread());
-        if self.refused.is_none()
-            && let Err(e) = self.check_and_sink(name, data)
-        {
-            self.refused = Some(e);
+        if self.refused.is_none() {
+            let mut host = self.host;
+            let checked = host.count(|| self.check_and_sink(name, data));
+            self.host = host;
+            self.refused = checked.err();
         }
-        self.host_time += started.elapsed();
-        self.host_cpu += crate::cpu_time::thread().saturating_sub(started_cpu);
         self.refused.as_ref().map_or(Ok(()), Err)
     }
 

@@ -6,6 +6,7 @@ use wasmtime::component::Resource;
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
 
+use super::HostTime;
 use super::bindings::{v0_1, v0_2};
 use super::log::LogSink;
 use super::output::Output;
@@ -19,6 +20,8 @@ pub struct Sandbox {
     pub(super) limiter: Limiter,
     /// Taken out when the call ends.
     pub(super) output: Option<Output>,
+    /// Time spent making the frames the plugin reads.
+    pub(super) input: HostTime,
 }
 
 impl Sandbox {
@@ -33,13 +36,22 @@ impl Sandbox {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
-        Self { wasi, table: ResourceTable::new(), log, limiter: Limiter::new(memory_bytes), output: Some(output) }
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            log,
+            limiter: Limiter::new(memory_bytes),
+            output: Some(output),
+            input: HostTime::default(),
+        }
     }
 }
 
 impl Sandbox {
-    pub(super) fn output(&self) -> &Output {
-        self.output.as_ref().expect("the output stays in the store until the call ends")
+    /// The host's time on the call's input and output so far.
+    pub(super) fn host_time(&self) -> HostTime {
+        let output = self.output.as_ref().expect("the output stays in the store until the call ends").host;
+        HostTime { wall: self.input.wall + output.wall, cpu: self.input.cpu + output.cpu }
     }
 }
 
@@ -64,7 +76,8 @@ impl v0_2::weir::publisher::types::HostFrames for Sandbox {
     }
 
     fn next(&mut self, frames: Resource<SlotFrames>) -> wasmtime::Result<Option<Vec<u8>>> {
-        Ok(self.table.get_mut(&frames)?.next())
+        let slot = self.table.get_mut(&frames)?;
+        self.input.count(|| slot.next()).map_err(|e| wasmtime::format_err!("framing the plugin's input: {e}"))
     }
 
     fn drop(&mut self, frames: Resource<SlotFrames>) -> wasmtime::Result<()> {

@@ -5,25 +5,33 @@
 
 use std::collections::VecDeque;
 
-/// A frame's bytes, as the caller holds them: a `Vec`, or an Arrow buffer the
-/// host reads too.
-pub trait FrameBytes: AsRef<[u8]> + Send + Sync + 'static {
+use arrow::error::ArrowError;
+
+/// A frame, as the caller holds it: its bytes (a `Vec`, an Arrow buffer the
+/// caller reads too), or a table framed only when it is handed over.
+pub trait FrameBytes: Send + Sync + 'static {
     /// The bytes as a `Vec` for the guest: without a copy when nothing else
     /// holds them.
-    fn into_bytes(self: Box<Self>) -> Vec<u8>;
+    fn into_bytes(self: Box<Self>) -> Result<Vec<u8>, ArrowError>;
 }
 
 impl FrameBytes for Vec<u8> {
-    fn into_bytes(self: Box<Self>) -> Vec<u8> {
-        *self
+    fn into_bytes(self: Box<Self>) -> Result<Vec<u8>, ArrowError> {
+        Ok(*self)
     }
 }
 
 impl FrameBytes for arrow::buffer::Buffer {
-    /// Free of a copy once the batch's staged file is written, which drops the
-    /// rows that point into the frame: staging usually runs ahead of the plugin.
-    fn into_bytes(self: Box<Self>) -> Vec<u8> {
-        (*self).into_vec::<u8>().unwrap_or_else(|shared| shared.to_vec())
+    /// Copied only while something else holds the buffer too.
+    fn into_bytes(self: Box<Self>) -> Result<Vec<u8>, ArrowError> {
+        Ok((*self).into_vec::<u8>().unwrap_or_else(|shared| shared.to_vec()))
+    }
+}
+
+impl FrameBytes for crate::frames::Unframed {
+    /// Framed here, as the plugin asks for it.
+    fn into_bytes(self: Box<Self>) -> Result<Vec<u8>, ArrowError> {
+        self.encode()
     }
 }
 
@@ -45,8 +53,8 @@ impl SlotFrames {
 
     /// The next frame's bytes, or `None` after the last. The host's own hold on
     /// the frame ends here.
-    pub fn next(&mut self) -> Option<Vec<u8>> {
-        self.unread.pop_front().map(FrameBytes::into_bytes)
+    pub fn next(&mut self) -> Result<Option<Vec<u8>>, ArrowError> {
+        self.unread.pop_front().map(FrameBytes::into_bytes).transpose()
     }
 }
 
@@ -62,11 +70,11 @@ mod tests {
         let (unshared_at, kept) = (unshared.as_ptr(), shared.clone());
         let mut slot = SlotFrames::new(vec![unshared, shared]);
         assert_eq!(slot.count(), 2);
-        let first = slot.next().unwrap();
+        let first = slot.next().unwrap().unwrap();
         assert_eq!((first.as_slice(), first.as_ptr()), (&b"first"[..], unshared_at), "handed over, not copied");
-        let second = slot.next().unwrap();
+        let second = slot.next().unwrap().unwrap();
         assert_eq!(second, b"second");
         assert_ne!(second.as_ptr(), kept.as_ptr(), "still held elsewhere, so copied");
-        assert_eq!((slot.next(), slot.count()), (None, 2));
+        assert_eq!((slot.next().unwrap(), slot.count()), (None, 2));
     }
 }
