@@ -217,12 +217,11 @@ async fn bad_messages_go_to_the_dead_letter_topic_with_their_coordinates() {
     assert_eq!(get("weir.error"), Some("the value is not a complete JSON object"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_plugin_is_retried_and_then_commits_once() {
-    let h = Harness::new(1);
+/// A worker whose plugin fails every attempt for 1.5 s, on three messages
+/// produced once it reads (so its first attempt comes well before that however
+/// long the start took); returned after its first failed attempt, with that event.
+async fn failing_for_a_while(h: &Harness) -> (common::stream::RunningWorker, String) {
     let mut w = h.start(h.publisher("fixture-fail-until", json!({"kafka.messages_rollover": 3}), None), fast_retries());
-    // Produced once the worker reads, so its first attempt comes well before `not_before`
-    // however long the start took.
     w.next_matching(|e| matches!(e, WorkerEvent::Assigned(_)).then_some(())).await;
     let not_before = weir::catalog::now_ms() + 1500;
     let values: Vec<String> = (0..3)
@@ -230,6 +229,13 @@ async fn a_failing_plugin_is_retried_and_then_commits_once() {
         .collect();
     h.produce("clicks", &values).await;
     let failed = w.next_matching(|e| matches!(e, WorkerEvent::AttemptFailed { .. }).then(|| format!("{e:?}"))).await;
+    (w, failed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_plugin_is_retried_and_then_commits_once() {
+    let h = Harness::new(1);
+    let (mut w, failed) = failing_for_a_while(&h).await;
     assert!(failed.contains("the plugin failed: not before"), "{failed}");
     // The retries read the batch back from its staged files: every row and column.
     let e = w.next_commit().await;
@@ -245,14 +251,7 @@ async fn a_failing_plugin_is_retried_and_then_commits_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_that_cannot_read_its_staged_files_reads_the_batch_from_kafka_again() {
     let h = Harness::new(1);
-    let mut w = h.start(h.publisher("fixture-fail-until", json!({"kafka.messages_rollover": 3}), None), fast_retries());
-    w.next_matching(|e| matches!(e, WorkerEvent::Assigned(_)).then_some(())).await;
-    let not_before = weir::catalog::now_ms() + 1500;
-    let values: Vec<String> = (0..3)
-        .map(|i| json!({"event_id": format!("evt-{i}"), "user_id": 1, "url": "/", "ts": "2026-11-29T10:00:00Z", "not_before_ms": not_before}).to_string())
-        .collect();
-    h.produce("clicks", &values).await;
-    w.next_matching(|e| matches!(e, WorkerEvent::AttemptFailed { .. }).then_some(())).await;
+    let (mut w, _) = failing_for_a_while(&h).await;
     // The staged batch goes (a full disk cleaned up, an operator's mistake) before the retry.
     std::fs::remove_dir_all(h.catalog.data_dir().join("staging")).unwrap();
     let dropped = w.next_matching(|e| match e {

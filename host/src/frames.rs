@@ -61,7 +61,7 @@ pub const BATCH_ROWS: usize = 64 * 1024;
 /// A table to be framed only when it is handed over. A batch's partitions are
 /// then framed one at a time, as a plugin reads them, instead of all at once
 /// beside the rows they are made from.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Unframed {
     pub schema: SchemaRef,
     /// The rows in order, in batches of any size (the runs they were decoded in).
@@ -84,7 +84,12 @@ impl Unframed {
             match group.len() {
                 0 => break,
                 1 => writer.write(&group[0])?,
-                _ => writer.write(&concat_batches(&schema, &group)?)?,
+                // Joining fails only when a string column would pass 2 GiB: then
+                // the runs go as they are, smaller batches but the same rows.
+                _ => match concat_batches(&schema, &group) {
+                    Ok(joined) => writer.write(&joined)?,
+                    Err(_) => group.iter().try_for_each(|run| writer.write(run))?,
+                },
             }
         }
         writer.into_inner()

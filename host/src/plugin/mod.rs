@@ -230,7 +230,7 @@ impl Runtime {
         // and output inside the call is given back.
         let mut credited = Duration::ZERO;
         store.epoch_deadline_callback(move |store| {
-            let host = store.data().host_time().wall;
+            let host = store.data().host_wall();
             let owed = host.saturating_sub(credited);
             credited = host;
             Ok(match owed.as_nanos() / TICK.as_nanos() {
