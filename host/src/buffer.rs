@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::catalog::PartitionRange;
-use crate::decode::{Decoded, RawMessage};
+use crate::formats::{Decoded, RawMessage};
 use crate::source::{Rollover, RolloverReason};
 
 /// A run of one partition's messages being decoded.

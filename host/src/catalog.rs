@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
-use crate::decode::DeadLetter;
+use crate::formats::DeadLetter;
 
 mod control;
 pub use control::{Collection, PluginModule, PublisherRecord, Quotas, Tenant, scope};

@@ -17,7 +17,7 @@ use rdkafka::types::RDKafkaRespErr;
 use tokio::sync::mpsc;
 
 use crate::catalog::Catalog;
-use crate::decode::RawMessage;
+use crate::formats::RawMessage;
 use crate::source::{KafkaConnection, OffsetReset};
 
 /// A change in the partitions this worker owns.

@@ -16,7 +16,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
-use crate::decode::DeadLetter;
+use crate::formats::DeadLetter;
 use crate::source::KafkaConnection;
 
 /// How long a dead letter may take to be acknowledged before the batch fails (and is retried).

@@ -2,12 +2,12 @@
 //! WebAssembly publisher.
 //!
 //! Modules follow the data: `source` (what a publisher reads, and when a batch
-//! closes), `consume` (Kafka), `buffer` (the open batch and rollover), `decode`
-//! (messages to Arrow rows), `stage` (parquet files), `dead_letters`, `plugin`
+//! closes), `consume` (Kafka), `buffer` (the open batch and rollover), `formats`
+//! (messages to Arrow rows, one module per format), `stage` (parquet files), `dead_letters`, `plugin`
 //! (the sandboxed publisher), `catalog` (versions and offsets, committed
 //! together); `worker` runs them in that order. `frames` is the Arrow IPC form
 //! tables take across the plugin boundary; `input` reads local table files for
-//! `weir run-plugin`; `schema` turns JSON Schema into Arrow.
+//! `weir run-plugin`.
 //!
 //! The control plane sits on top: `serve` (`weir serve`: the HTTP API,
 //! tenants, the workers of every registered publisher, metrics) uses the
@@ -20,14 +20,13 @@ pub mod cpu_time;
 pub mod crash;
 pub mod dead_letters;
 pub mod declaration;
-pub mod decode;
+pub mod formats;
 pub mod embedded_broker;
 pub mod files;
 pub mod frames;
 pub mod input;
 pub mod memory;
 pub mod plugin;
-pub mod schema;
 pub mod serve;
 pub mod source;
 pub mod stage;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use arrow::datatypes::Schema;
 use serde::{Deserialize, Serialize};
 
-use crate::schema;
+use crate::formats::json_schema;
 
 /// A `kafka-topic-in` connection: how to reach the brokers.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -342,7 +342,7 @@ pub fn load_schema(spec: &str, base_dir: Option<&Path>) -> Result<Arc<Schema>, S
         std::fs::read_to_string(&path)
             .map_err(|e| SourceError::Schema(format!("file {} cannot be read: {e}", path.display())))?
     };
-    schema::from_json_schema(&text).map(Arc::new).map_err(|e| SourceError::Schema(format!("does not parse: {e}")))
+    json_schema::from_json_schema(&text).map(Arc::new).map_err(|e| SourceError::Schema(format!("does not parse: {e}")))
 }
 
 #[cfg(test)]

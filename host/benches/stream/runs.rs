@@ -108,13 +108,13 @@ fn consumer_config(bootstrap: &str, settings: &[(&str, &str)], group: &str) -> C
 /// third, reading the messages.
 fn floor(broker: &Broker) -> Floor {
     const MESSAGES: usize = 4 * BATCH;
-    let schema = Arc::new(weir::schema::from_json_schema(CLICKS_SCHEMA).unwrap());
-    let decoder = weir::decode::JsonDecoder::new(schema);
-    let messages: Vec<weir::decode::RawMessage> = (0..MESSAGES)
+    let schema = Arc::new(weir::formats::json_schema::from_json_schema(CLICKS_SCHEMA).unwrap());
+    let decoder = weir::formats::json::JsonDecoder::new(schema);
+    let messages: Vec<weir::formats::RawMessage> = (0..MESSAGES)
         .map(|i| {
             let (key, value) = dataset::message(i);
             let partition = (i % PARTITIONS as usize) as i32;
-            weir::decode::RawMessage::new(
+            weir::formats::RawMessage::new(
                 partition,
                 i as i64,
                 Some(0),

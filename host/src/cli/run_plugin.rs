@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use weir::frames::{self, Frame};
 use weir::plugin::{Limits, LogLine, Origin, OutputTable, PluginLog, Runtime, RuntimeConfig, Timing};
-use weir::{input, schema};
+use weir::formats::json_schema;
+use weir::input;
 
 use super::Output;
 use super::units::{parse_duration, parse_size};
@@ -102,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let schema = match &args.schema {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading schema {}", path.display()))?;
-            Some(SchemaRef::new(schema::from_json_schema(&text).with_context(|| format!("schema {}", path.display()))?))
+            Some(SchemaRef::new(json_schema::from_json_schema(&text).with_context(|| format!("schema {}", path.display()))?))
         }
         None => None,
     };
