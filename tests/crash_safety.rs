@@ -2,8 +2,8 @@
 //! abort at a named point of the pipeline) over and over while a
 //! multi-partition topic fills, restarted each time, and in the end every good
 //! message is in the committed table exactly once and every bad one is a dead
-//! letter exactly once. The broker lives in this test process, so it outlives
-//! every kill.
+//! letter exactly once. The broker (and, for the Avro run, the schema
+//! registry) lives in this test process, so it outlives every kill.
 
 mod common;
 
@@ -14,7 +14,13 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use common::stream::{CLICKS_SCHEMA, Harness, clicks};
+use weir::embedded_registry::EmbeddedRegistry;
+use weir::formats::registry::{SchemaType, frame, value_subject};
+use weir::formats::{DataFormat, Format, encode_json_values};
+
+use common::stream::{CLICKS_SCHEMA, Harness, clicks, produce_bytes};
+
+const CLICKS_AVRO: &str = include_str!("../guest-examples/data/clicks.avsc");
 
 const DECLARATION: &str = r#"
 name = "read_clicks"
@@ -29,7 +35,44 @@ schema = "clicks.json"
 "kafka.time_rollover_seconds" = 1
 "#;
 
-fn spawn(h: &Harness, crash_at: Option<&str>) -> Child {
+/// How the topic's values are written: JSON, or Avro framed by a registry.
+struct Encoding {
+    registry: Option<(EmbeddedRegistry, Format, u32)>,
+}
+
+impl Encoding {
+    fn json() -> Self {
+        Self { registry: None }
+    }
+
+    fn avro_registry() -> Self {
+        let registry = EmbeddedRegistry::start().unwrap();
+        let id = registry.register(&value_subject("clicks"), SchemaType::Avro, CLICKS_AVRO, vec![]).unwrap();
+        let format = Format::parse(DataFormat::Avro, CLICKS_AVRO, None).unwrap();
+        Self { registry: Some((registry, format, id)) }
+    }
+
+    fn declaration(&self) -> String {
+        match self.registry {
+            None => DECLARATION.to_string(),
+            Some(_) => DECLARATION.replace("\"json\"", "\"avro\"").replace("clicks.json", "clicks.avsc"),
+        }
+    }
+
+    fn encode(&self, good: Vec<String>, wave: usize) -> Vec<Vec<u8>> {
+        match &self.registry {
+            None => good.into_iter().chain(bad_messages(wave)).map(String::into_bytes).collect(),
+            Some((_, format, id)) => {
+                let mut values = encode_json_values(format, &good, Some(*id)).unwrap();
+                values.push(format!("unframed-{wave}").into_bytes());
+                values.push(frame(4242, None, b"\x02"));
+                values
+            }
+        }
+    }
+}
+
+fn spawn(h: &Harness, encoding: &Encoding, crash_at: Option<&str>) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_weir"));
     cmd.arg("stream")
         .arg(h.dir.path().join("publisher.toml"))
@@ -41,10 +84,14 @@ fn spawn(h: &Harness, crash_at: Option<&str>) -> Child {
         .arg(h.dir.path())
         .args(["--client-setting", "session.timeout.ms=3000", "--client-setting", "heartbeat.interval.ms=300"])
         .env_remove("WEIR_CRASH_AT")
+        .env_remove("WEIR_SCHEMA_REGISTRY_URL")
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if let Some(point) = crash_at {
         cmd.env("WEIR_CRASH_AT", point);
+    }
+    if let Some((registry, ..)) = &encoding.registry {
+        cmd.arg("--schema-registry-url").arg(registry.url());
     }
     cmd.spawn().expect("spawning weir stream")
 }
@@ -73,32 +120,41 @@ fn bad_messages(wave: usize) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_at_any_moment_nothing_is_lost_or_doubled() {
+    killed_over_and_over(Encoding::json()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_at_any_moment_on_an_avro_registry_topic_nothing_is_lost_or_doubled() {
+    killed_over_and_over(Encoding::avro_registry()).await;
+}
+
+async fn killed_over_and_over(encoding: Encoding) {
     let h = Harness::new(3);
-    std::fs::write(h.dir.path().join("publisher.toml"), DECLARATION).unwrap();
+    std::fs::write(h.dir.path().join("publisher.toml"), encoding.declaration()).unwrap();
     std::fs::write(h.dir.path().join("clicks.json"), CLICKS_SCHEMA).unwrap();
+    std::fs::write(h.dir.path().join("clicks.avsc"), CLICKS_AVRO).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(20261129);
     let (mut good, mut bad) = (0usize, 0usize);
     let points = ["before-stage", "after-stage", "during-publish", "after-catalog-commit"];
     let mut crashed_at_points = 0;
 
     for round in 0..12 {
-        let mut wave = clicks(good, 120);
+        let wave = clicks(good, 120);
         good += wave.len();
-        let mut letters = bad_messages(round);
-        bad += letters.len();
-        wave.append(&mut letters);
-        h.produce("clicks", &wave).await;
+        let values = encoding.encode(wave, round);
+        bad += values.len() - 120;
+        produce_bytes(h.broker.bootstrap_servers(), "clicks", &values).await;
 
         if round % 2 == 0 {
             // A named point: the process aborts there by itself.
             let point = points[(round / 2) % points.len()];
-            let mut child = spawn(&h, Some(point));
+            let mut child = spawn(&h, &encoding, Some(point));
             if wait_or_kill(&mut child, Duration::from_secs(30)) {
                 crashed_at_points += 1;
             }
         } else {
             // SIGKILL at a random moment.
-            let mut child = spawn(&h, None);
+            let mut child = spawn(&h, &encoding, None);
             tokio::time::sleep(Duration::from_millis(rng.random_range(300..3000))).await;
             child.kill().expect("SIGKILL");
             child.wait().expect("reap");
@@ -107,7 +163,7 @@ async fn killed_at_any_moment_nothing_is_lost_or_doubled() {
     assert!(crashed_at_points >= 4, "the crash points were reached ({crashed_at_points} of 6)");
 
     // One last run, left alone until everything is in, then stopped gracefully.
-    let mut child = spawn(&h, None);
+    let mut child = spawn(&h, &encoding, None);
     let wanted = (good + bad) as u64;
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {

@@ -11,11 +11,11 @@ use std::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::catalog::PartitionRange;
-use crate::formats::{Decoded, RawMessage};
+use crate::formats::RawMessage;
 use crate::source::{Rollover, RolloverReason};
 
-/// A run of one partition's messages being decoded.
-pub type Decoding = tokio::task::JoinHandle<Decoded>;
+/// A run of one partition's messages being decoded (stopped if dropped).
+pub type Decoding = crate::formats::DecodeTask;
 
 /// A partition's run of messages goes to the decoder once it holds this many bytes.
 /// Raw messages wait in runs until then, each with its own allocation and
@@ -118,7 +118,7 @@ impl Buffer {
     pub fn decoding(&mut self, partition: i32, task: Decoding) {
         match self.partitions.get_mut(&partition) {
             Some(buffer) => buffer.decoding.push(task),
-            None => task.abort(),
+            None => drop(task),
         }
     }
 
@@ -169,7 +169,7 @@ impl Buffer {
             if let Some(dropped) = self.partitions.remove(p) {
                 self.messages -= dropped.count;
                 self.bytes -= dropped.bytes;
-                dropped.decoding.iter().for_each(Decoding::abort);
+                // Dropping its runs stops their decoding.
             }
         }
         if self.messages == 0 {

@@ -7,7 +7,7 @@
 //! output_tables = ["clicks"]
 //! [source.kafka]
 //! topic = "clicks"
-//! data_format = "json"
+//! data_format = "json"                # or "avro", or "protobuf" with message = "pkg.Click"
 //! schema = "clicks.json"            # a path (relative to this file), or the schema inline
 //! dead_letter_topic = "clicks.dlq"  # optional
 //! [source.kafka.src_cfg]
@@ -48,6 +48,8 @@ pub struct KafkaSection {
     pub topic: String,
     pub data_format: DataFormat,
     pub schema: Option<String>,
+    /// `data_format = "protobuf"`: the message each value holds (`pkg.Click`).
+    pub message: Option<String>,
     pub dead_letter_topic: Option<String>,
     #[serde(default)]
     pub src_cfg: BTreeMap<String, toml::Value>,
@@ -64,7 +66,7 @@ pub enum DeclarationError {
     )]
     Trigger,
     #[error(
-        "`schema` is required: point it at a JSON Schema file (e.g. schema = \"clicks.json\") or give the schema inline"
+        "`schema` is required: point it at the schema's file (a JSON Schema, an Avro schema or a .proto, e.g. schema = \"clicks.json\") or give the schema inline"
     )]
     MissingSchema,
     #[error("output_tables must be exactly [\"{expected}\"], the table named after the topic, not {given:?}")]
@@ -106,20 +108,14 @@ impl Declaration {
             return Err(DeclarationError::OutputTables { expected, given: self.output_tables });
         }
         let schema_spec = kafka.schema.ok_or(DeclarationError::MissingSchema)?;
-        let schema = source::load_schema(&schema_spec, base_dir)?;
+        let format = source::load_format(kafka.data_format, &schema_spec, kafka.message.as_deref(), base_dir)?;
         let src_cfg =
             kafka.src_cfg.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default())).collect();
         let config = SourceConfig::parse(&src_cfg)?;
         Ok(Resolved {
             name: self.name,
             flush_interval_mins,
-            source: KafkaSource {
-                topic: kafka.topic,
-                data_format: kafka.data_format,
-                schema,
-                config,
-                dead_letter_topic: kafka.dead_letter_topic,
-            },
+            source: KafkaSource { topic: kafka.topic, format, config, dead_letter_topic: kafka.dead_letter_topic },
         })
     }
 }

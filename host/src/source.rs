@@ -4,13 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::datatypes::Schema;
 use serde::{Deserialize, Serialize};
 
-use crate::formats::json_schema;
+pub use crate::formats::DataFormat;
+use crate::formats::Format;
+pub use crate::formats::registry::SchemaRegistry;
 
 /// A `kafka-topic-in` connection: how to reach the brokers.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -27,6 +27,8 @@ pub struct KafkaConnection {
     /// librdkafka client settings passed through as they are.
     #[serde(default)]
     pub client_settings: BTreeMap<String, String>,
+    /// A Confluent-compatible schema registry: its publishers read registry-framed values.
+    pub schema_registry: Option<SchemaRegistry>,
 }
 
 #[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -90,6 +92,11 @@ impl KafkaConnection {
                  client_settings `ssl.ca.pem`, `ssl.certificate.pem` and `ssl.key.pem`, with `security.protocol`"
                 .into());
         }
+        if let Some(registry) = &self.schema_registry
+            && !(registry.url.starts_with("http://") || registry.url.starts_with("https://"))
+        {
+            return Err(format!("the schema registry URL {:?} must start with http:// or https://", registry.url));
+        }
         let refused = |key: &str| {
             key.ends_with(".location")
                 || key.ends_with(".paths")
@@ -126,6 +133,7 @@ impl KafkaConnection {
             "tls": self.tls,
             "group_id": self.group_id,
             "client_settings": settings,
+            "schema_registry": self.schema_registry.as_ref().map(SchemaRegistry::redacted),
         })
     }
 
@@ -162,13 +170,6 @@ impl KafkaConnection {
         }
         config
     }
-}
-
-/// How messages are encoded.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum DataFormat {
-    Json,
 }
 
 /// When a batch closes, resolved from `src_cfg` and `flush_interval_mins`.
@@ -319,30 +320,45 @@ pub fn flush_interval(v: &serde_json::Value) -> Result<u64, SourceError> {
 #[derive(Debug, Clone)]
 pub struct KafkaSource {
     pub topic: String,
-    pub data_format: DataFormat,
-    /// The declared schema of the messages (without the provenance columns).
-    pub schema: Arc<Schema>,
+    /// The declared format and schema of the messages.
+    pub format: Format,
     pub config: SourceConfig,
     pub dead_letter_topic: Option<String>,
 }
 
-/// Reads a schema given inline as the document itself, or as a path to a JSON
-/// Schema file relative to `base_dir` (`None`: only inline schemas, as on a
-/// server, which never reads files a declaration names).
-pub fn load_schema(spec: &str, base_dir: Option<&Path>) -> Result<Arc<Schema>, SourceError> {
-    let text = if spec.trim_start().starts_with('{') {
-        spec.to_string()
+/// Whether a declaration's `schema` is the schema itself rather than a file's
+/// path: every JSON Schema, Avro record and `.proto` message holds a `{`.
+pub fn is_inline_schema(spec: &str) -> bool {
+    spec.contains('{')
+}
+
+/// Reads a schema given inline as the document itself, or as a path to a
+/// file relative to `base_dir` (`None`: only inline schemas, as on a server,
+/// which never reads files a declaration names).
+pub fn schema_text(spec: &str, base_dir: Option<&Path>) -> Result<String, SourceError> {
+    if is_inline_schema(spec) {
+        Ok(spec.to_string())
     } else {
         let Some(base_dir) = base_dir else {
             return Err(SourceError::Schema(format!(
                 "must be given inline here, not as the path {spec:?} (`weir publisher register` inlines a schema file for you)"
             )));
         };
-        let path = base_dir.join(spec);
+        let path = base_dir.join(spec.trim());
         std::fs::read_to_string(&path)
-            .map_err(|e| SourceError::Schema(format!("file {} cannot be read: {e}", path.display())))?
-    };
-    json_schema::from_json_schema(&text).map(Arc::new).map_err(|e| SourceError::Schema(format!("does not parse: {e}")))
+            .map_err(|e| SourceError::Schema(format!("file {} cannot be read: {e}", path.display())))
+    }
+}
+
+/// Reads and parses a declared schema (see [`schema_text`] and [`Format::parse`]).
+pub fn load_format(
+    data_format: DataFormat,
+    spec: &str,
+    message: Option<&str>,
+    base_dir: Option<&Path>,
+) -> Result<Format, SourceError> {
+    let text = schema_text(spec, base_dir)?;
+    Format::parse(data_format, &text, message).map_err(SourceError::Schema)
 }
 
 #[cfg(test)]
@@ -446,6 +462,12 @@ mod tests {
             tls: Some(Tls { ca_file: Some("/ca.pem".into()), ..Tls::default() }),
             group_id: None,
             client_settings: [("fetch.max.bytes".to_string(), "1000".to_string())].into(),
+            schema_registry: Some(SchemaRegistry {
+                url: "https://registry:8081".into(),
+                username: Some("svc".into()),
+                password: Some("registry-secret".into()),
+                ca_pem: None,
+            }),
         };
         let c = conn.client_config();
         assert_eq!(c["security.protocol"], "sasl_ssl");
@@ -453,5 +475,7 @@ mod tests {
         assert_eq!(c["ssl.ca.location"], "/ca.pem");
         assert_eq!(c["fetch.max.bytes"], "1000");
         assert!(!format!("{conn:?}").contains("secret"), "secrets are never printed");
+        let shown = conn.redacted().to_string();
+        assert!(!shown.contains("registry-secret") && shown.contains("https://registry:8081"), "{shown}");
     }
 }

@@ -20,8 +20,9 @@ use crate::buffer::{Buffer, ClosedBatch, ClosedPartition, MemoryBudget};
 use crate::catalog::{BatchCommit, Catalog, CatalogError, Execution, NewVersion, PartitionRange, Timings, now_ms};
 use crate::consume::{self, Assignment, WorkerConsumer};
 use crate::dead_letters::DeadLetterTopic;
-use crate::formats::json::JsonDecoder;
-use crate::formats::{DeadLetter, RawMessage};
+use crate::formats::registry::RegistryClient;
+use crate::formats::writers::{RegistryEvent, WriterSchemas};
+use crate::formats::{DeadLetter, Decoder, RawMessage};
 use crate::frames;
 use crate::plugin::{Limits, OutputSink, Plugin, PluginLog, Runtime};
 use crate::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
@@ -132,6 +133,8 @@ pub enum WorkerEvent {
     Dropped {
         reason: String,
     },
+    /// Registry mode: the schema registry is waited for, answers again, or served a writer schema.
+    Registry(RegistryEvent),
 }
 
 /// Why a worker stopped.
@@ -187,7 +190,7 @@ struct Batches {
     node: Node,
     options: WorkerOptions,
     consumer: Arc<WorkerConsumer>,
-    decoder: JsonDecoder,
+    decoder: Decoder,
     dead_letter_topic: Option<DeadLetterTopic>,
     events: Option<mpsc::UnboundedSender<WorkerEvent>>,
     shutdown: watch::Receiver<bool>,
@@ -241,7 +244,19 @@ pub async fn run(
         Some(topic) => Some(DeadLetterTopic::new(&publisher.connection, topic)?),
         None => None,
     };
-    let decoder = JsonDecoder::new(publisher.source.schema.clone());
+    let writers = match &publisher.connection.schema_registry {
+        Some(registry) => {
+            let client = RegistryClient::new(registry).with_context(|| format!("the schema registry of {id}"))?;
+            let observer = events.clone().map(|events| -> crate::formats::writers::Observer {
+                Arc::new(move |event| {
+                    let _ = events.send(WorkerEvent::Registry(event));
+                })
+            });
+            Some(WriterSchemas::new(client, publisher.source.format.clone(), &publisher.source.topic, observer))
+        }
+        None => None,
+    };
+    let decoder = Decoder::new(publisher.source.format.clone(), writers);
     let batches = Batches {
         publisher,
         id,
@@ -289,6 +304,8 @@ impl Worker {
                 biased;
                 _ = stopped(&mut shutdown) => {
                     let deadline = self.options.shutdown_deadline;
+                    // A batch still in flight at the deadline is stopped, not left to commit later.
+                    let in_flight_abort = in_flight.as_ref().map(tokio::task::JoinHandle::abort_handle);
                     let finish = async {
                         if let Some(task) = in_flight.take()
                             && let Some(exit) = self.settle(task.await.expect("processing does not panic"), &mut buffer)
@@ -305,7 +322,12 @@ impl Worker {
                     match tokio::time::timeout(deadline, finish).await {
                         Ok(Some(WorkerExit::Failed(e))) => return Ok(WorkerExit::Failed(e)),
                         Ok(_) => {}
-                        Err(_) => self.emit(WorkerEvent::Dropped { reason: "shutdown deadline passed; the batch is re-read on restart".into() }),
+                        Err(_) => {
+                            if let Some(abort) = in_flight_abort {
+                                abort.abort();
+                            }
+                            self.emit(WorkerEvent::Dropped { reason: "shutdown deadline passed; the batch is re-read on restart".into() });
+                        }
                     }
                     tracing::info!(publisher = %self.id, "stream worker stopped");
                     return Ok(WorkerExit::Shutdown);
@@ -426,8 +448,7 @@ impl Worker {
         }
         let partition = raw.partition;
         if let Some(run) = buffer.push(raw, expected, now) {
-            let decoder = self.decoder.clone();
-            buffer.decoding(partition, tokio::task::spawn_blocking(move || decoder.decode(run)));
+            buffer.decoding(partition, self.decoder.spawn(run));
         }
         Ok(())
     }
@@ -763,17 +784,13 @@ impl Failure {
 /// Waits for each partition's runs to decode and decodes the messages after
 /// them. Returns each partition's rows, the dead letters of all partitions
 /// together, and the time decoding took.
-async fn finish_decoding(
-    decoder: &JsonDecoder,
-    closed: Vec<ClosedPartition>,
-) -> (Partitions, Vec<DeadLetter>, Duration) {
+async fn finish_decoding(decoder: &Decoder, closed: Vec<ClosedPartition>) -> (Partitions, Vec<DeadLetter>, Duration) {
     // The last runs decode side by side; every run is then awaited in offset order.
     let closed: Vec<(i32, Vec<_>)> = closed
         .into_iter()
         .map(|ClosedPartition { partition, mut decoding, rest }| {
             if !rest.is_empty() {
-                let decoder = decoder.clone();
-                decoding.push(tokio::task::spawn_blocking(move || decoder.decode(rest)));
+                decoding.push(decoder.spawn(rest));
             }
             (partition, decoding)
         })
@@ -782,7 +799,7 @@ async fn finish_decoding(
     for (partition, decoding) in closed {
         let mut rows = Vec::with_capacity(decoding.len());
         for run in decoding {
-            let mut run = run.await.expect("decoding does not panic");
+            let mut run = run.await;
             took += run.took;
             dead.append(&mut run.dead);
             if run.batch.num_rows() > 0 {

@@ -14,8 +14,9 @@ use tokio::task::JoinHandle;
 use weir::buffer::MemoryBudget;
 use weir::catalog::{Catalog, Execution};
 use weir::embedded_broker::EmbeddedBroker;
+use weir::formats::{DataFormat, Format};
 use weir::plugin::{Limits, Runtime};
-use weir::source::{DataFormat, KafkaConnection, KafkaSource, SourceConfig, load_schema};
+use weir::source::{KafkaConnection, KafkaSource, SourceConfig};
 use weir::worker::{self, Node, StreamPublisher, WorkerEvent, WorkerExit, WorkerOptions};
 
 pub const CLICKS_SCHEMA: &str = include_str!("../../guest-examples/data/clicks.json");
@@ -73,17 +74,21 @@ impl Harness {
         produce(self.broker.bootstrap_servers(), topic, values).await
     }
 
+    /// The parquet files of every committed version of `events/clicks`.
+    pub fn committed_files(&self) -> Vec<std::path::PathBuf> {
+        let versions = self.catalog.versions("events", "clicks").expect("versions");
+        versions.into_iter().flat_map(|v| v.files).map(|f| self.dir.path().join(f)).collect()
+    }
+
     /// Every committed row's `event_id`, read back from the parquet files of every version.
     pub fn committed_event_ids(&self) -> Vec<String> {
         let mut ids = Vec::new();
-        for v in self.catalog.versions("events", "clicks").expect("versions") {
-            for file in v.files {
-                let frame = weir::input::read(&self.dir.path().join(file), None).expect("read parquet");
-                for batch in frame.batches {
-                    let col = batch.column_by_name("event_id").expect("event_id");
-                    let col = col.as_any().downcast_ref::<arrow::array::StringArray>().expect("utf8");
-                    ids.extend(col.iter().flatten().map(str::to_string));
-                }
+        for file in self.committed_files() {
+            let frame = weir::input::read(&file, None).expect("read parquet");
+            for batch in frame.batches {
+                let col = batch.column_by_name("event_id").expect("event_id");
+                let col = col.as_any().downcast_ref::<arrow::array::StringArray>().expect("utf8");
+                ids.extend(col.iter().flatten().map(str::to_string));
             }
         }
         ids
@@ -99,7 +104,6 @@ pub fn publisher(
     src_cfg: Value,
     dead_letter_topic: Option<&str>,
 ) -> StreamPublisher {
-    let src_cfg: BTreeMap<String, Value> = serde_json::from_value(src_cfg).expect("src_cfg object");
     let mut schema = CLICKS_SCHEMA.to_string();
     if plugin == "fixture-fail-until" {
         schema = schema.replace(
@@ -107,14 +111,28 @@ pub fn publisher(
             r#""device": { "type": "string" }, "not_before_ms": { "type": "integer" }"#,
         );
     }
+    let format = Format::parse(DataFormat::Json, &schema, None).expect("schema");
+    publisher_with(connection, runtime, plugin, topic, format, src_cfg, dead_letter_topic)
+}
+
+/// The `events/read_clicks` publisher of `topic`, whose messages are `format`.
+pub fn publisher_with(
+    connection: KafkaConnection,
+    runtime: &Runtime,
+    plugin: &str,
+    topic: &str,
+    format: Format,
+    src_cfg: Value,
+    dead_letter_topic: Option<&str>,
+) -> StreamPublisher {
+    let src_cfg: BTreeMap<String, Value> = serde_json::from_value(src_cfg).expect("src_cfg object");
     StreamPublisher {
         collection: "events".into(),
         name: "read_clicks".into(),
         connection,
         source: KafkaSource {
             topic: topic.into(),
-            data_format: DataFormat::Json,
-            schema: load_schema(&schema, None).expect("schema"),
+            format,
             config: SourceConfig::parse(&src_cfg).expect("src_cfg"),
             dead_letter_topic: dead_letter_topic.map(str::to_string),
         },
@@ -126,6 +144,12 @@ pub fn publisher(
 
 /// Produces JSON values to `topic` (keyed, so they spread over partitions), waiting for acknowledgement.
 pub async fn produce(bootstrap: &str, topic: &str, values: &[String]) {
+    let values: Vec<Vec<u8>> = values.iter().map(|v| v.as_bytes().to_vec()).collect();
+    produce_bytes(bootstrap, topic, &values).await
+}
+
+/// Produces values to `topic` (keyed `key-<i>`), waiting for acknowledgement.
+pub async fn produce_bytes(bootstrap: &str, topic: &str, values: &[Vec<u8>]) {
     let producer = producer(bootstrap);
     let mut deliveries = Vec::new();
     for (i, value) in values.iter().enumerate() {

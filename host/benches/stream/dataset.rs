@@ -50,20 +50,48 @@ pub fn producer(
     config.create().expect("producer")
 }
 
-/// Produces messages `0..n` to `topic`; returns the bytes of keys and values.
+/// Produces messages `0..n` to `topic` as JSON values; returns the bytes of keys and values.
 pub fn produce(bootstrap: &str, settings: &[(&str, &str)], topic: &str, n: usize) -> u64 {
+    produce_encoded(bootstrap, settings, topic, n, |values| values.into_iter().map(String::into_bytes).collect())
+}
+
+/// The same messages as Avro, framed for the registry's schema `id` (the
+/// click schema of `guest-examples/data/clicks.avsc`).
+pub fn produce_avro(bootstrap: &str, settings: &[(&str, &str)], topic: &str, n: usize, id: u32) -> u64 {
+    let format = avro_format();
+    produce_encoded(bootstrap, settings, topic, n, |values| {
+        weir::formats::encode_json_values(&format, &values, Some(id)).unwrap()
+    })
+}
+
+pub const CLICKS_AVRO: &str = include_str!("../../../guest-examples/data/clicks.avsc");
+
+pub fn avro_format() -> weir::formats::Format {
+    weir::formats::Format::parse(weir::formats::DataFormat::Avro, CLICKS_AVRO, None).unwrap()
+}
+
+fn produce_encoded(
+    bootstrap: &str,
+    settings: &[(&str, &str)],
+    topic: &str,
+    n: usize,
+    encode: impl Fn(Vec<String>) -> Vec<Vec<u8>>,
+) -> u64 {
+    const CHUNK: usize = 8192;
     let producer = producer(bootstrap, settings, "20");
     let mut bytes = 0;
-    for i in 0..n {
-        let (key, value) = message(i);
-        bytes += (key.len() + value.len()) as u64;
-        let mut record = BaseRecord::to(topic).key(&key).payload(&value);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, r)) => {
-                    record = r;
-                    std::thread::sleep(Duration::from_millis(1));
+    for start in (0..n).step_by(CHUNK) {
+        let (keys, values): (Vec<String>, Vec<String>) = (start..(start + CHUNK).min(n)).map(message).unzip();
+        for (key, value) in keys.iter().zip(encode(values)) {
+            bytes += (key.len() + value.len()) as u64;
+            let mut record = BaseRecord::to(topic).key(key).payload(&value);
+            loop {
+                match producer.send(record) {
+                    Ok(()) => break,
+                    Err((_, r)) => {
+                        record = r;
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
                 }
             }
         }

@@ -96,6 +96,9 @@ pub struct Figures {
     pub partitions: i32,
     pub raw_consume: Rate,
     pub weir: Rate,
+    /// Run 2 on the same events as Avro framed by a schema registry (topic `Clicks`).
+    pub weir_avro: Rate,
+    pub avro_message_bytes: f64,
     pub weir_native_identity: Rate,
     pub python: Rate,
     /// Share of weir's end-to-end time spent in the WASM calls: the publish
@@ -116,6 +119,8 @@ pub struct Figures {
 #[derive(Debug, Serialize)]
 pub struct Floor {
     pub decode_us_per_message: f64,
+    /// Decoding the registry-framed Avro copy instead (arrow-avro).
+    pub avro_decode_us_per_message: f64,
     pub table_write_us_per_message: f64,
 }
 
@@ -233,6 +238,7 @@ fn print_figures(f: &Figures) {
     };
     row("1 librdkafka raw consume (ceiling)", &f.raw_consume);
     row(&format!("2 weir end to end ({BATCH}-msg batches, WASM passthrough)"), &f.weir);
+    row(&format!("2a the same, the events as registry-framed Avro ({:.0} B)", f.avro_message_bytes), &f.weir_avro);
     row("3 weir, native identity instead of the WASM call", &f.weir_native_identity);
     row("4 Python: confluent-kafka + pyarrow from_pylist", &f.python);
     println!(
@@ -241,6 +247,12 @@ fn print_figures(f: &Figures) {
         ratio(&f.weir, &f.python),
         ratio(&f.weir_native_identity, &f.weir),
         ratio(&f.raw_consume, &f.python)
+    );
+    println!(
+        "Avro / JSON end to end: 2a/2 = {:.2} (target ≥ 1.3); decoding alone, {:.2} µs per Avro message against {:.2} µs per JSON one",
+        ratio(&f.weir_avro, &f.weir),
+        f.floor.avro_decode_us_per_message,
+        f.floor.decode_us_per_message
     );
     if f.weir.broker_cpu_seconds.is_some() {
         println!(

@@ -14,12 +14,17 @@ use tokio::sync::{mpsc, watch};
 use weir::buffer::MemoryBudget;
 use weir::catalog::{Catalog, Timings};
 use weir::cpu_time;
+use weir::embedded_registry::EmbeddedRegistry;
+use weir::formats::registry::{RegistryClient, SchemaType, value_subject};
+use weir::formats::writers::WriterSchemas;
+use weir::formats::{DataFormat, Decoder, Format};
 use weir::plugin::{Runtime, RuntimeConfig};
-use weir::source::KafkaConnection;
+use weir::source::{KafkaConnection, SchemaRegistry};
 use weir::worker::{self, Node, PublishStage, WorkerEvent, WorkerOptions};
 
 use super::common;
 use super::common::stream::{self, CLICKS_SCHEMA};
+use super::dataset::CLICKS_AVRO;
 use super::dataset::{self, PARTITIONS};
 use super::{BATCH, Broker, Cpu, Figures, Floor, Latency, Memory, Rate, SIZE_MB};
 
@@ -44,16 +49,26 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
     // Batches close at exactly BATCH messages: time up to the last full one, so no run waits for a clock.
     let timed = (n / BATCH).max(1) * BATCH;
     assert!(n >= BATCH, "the dataset must hold at least one {BATCH}-message batch");
+    // The same events as Avro framed by a schema registry, on topic `Clicks`: its table is
+    // `clicks` too (a table is named after its topic, lowercased), so the same plugin publishes it.
+    let registry = EmbeddedRegistry::start().unwrap();
+    let avro_id = registry.register(&value_subject(AVRO_TOPIC), SchemaType::Avro, CLICKS_AVRO, vec![]).unwrap();
+    broker.create_topic(AVRO_TOPIC, PARTITIONS);
+    eprintln!("[{}] producing the {n} messages again as registry-framed Avro ...", broker.name());
+    let avro_bytes = dataset::produce_avro(&bootstrap, &settings, AVRO_TOPIC, n, avro_id);
+    let avro = Dataset::Avro { registry: registry.url() };
 
     eprintln!("[{}] the floor: decoding and writing the table, in memory ...", broker.name());
-    let floor = floor(broker);
+    let floor = floor(broker, &registry, avro_id);
     eprintln!("[{}] raw consume ...", broker.name());
     let raw = raw_consume(broker, n);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     eprintln!("[{}] weir end to end ...", broker.name());
-    let (weir, stages) = rt.block_on(weir_run(broker, timed, PublishStage::Plugin, "weir-e2e"));
+    let (weir, stages) = rt.block_on(weir_run(broker, &Dataset::Json, timed, PublishStage::Plugin, "weir-e2e"));
+    eprintln!("[{}] weir end to end, Avro framed by a schema registry ...", broker.name());
+    let (weir_avro, _) = rt.block_on(weir_run(broker, &avro, timed, PublishStage::Plugin, "weir-avro"));
     eprintln!("[{}] weir, native identity ...", broker.name());
-    let (native, _) = rt.block_on(weir_run(broker, timed, PublishStage::NativeIdentity, "weir-native"));
+    let (native, _) = rt.block_on(weir_run(broker, &Dataset::Json, timed, PublishStage::NativeIdentity, "weir-native"));
     eprintln!("[{}] the Python path ...", broker.name());
     let python = python_path(&bootstrap, &settings, timed);
     let sizes: &[u64] = if quick { &[16, 64] } else { &[16, 64, 256] };
@@ -75,6 +90,8 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
         partitions: PARTITIONS,
         raw_consume: Rate::new(n, raw.0, avg, raw.1),
         weir: Rate::new(timed, weir.0, avg, weir.1),
+        avro_message_bytes: avro_bytes as f64 / n as f64,
+        weir_avro: Rate::new(timed, weir_avro.0, avro_bytes as f64 / n as f64, weir_avro.1),
         weir_native_identity: Rate::new(timed, native.0, avg, native.1),
         python: Rate::new(timed, python.0, avg, python.1),
         wasm_share: (stages.publish - stages.write) / 1e3 / weir.0,
@@ -101,35 +118,74 @@ fn consumer_config(bootstrap: &str, settings: &[(&str, &str)], group: &str) -> C
     config
 }
 
+/// The topic of the Avro dataset.
+const AVRO_TOPIC: &str = "Clicks";
+
+/// Which copy of the dataset a run reads.
+enum Dataset {
+    /// JSON values on `clicks`.
+    Json,
+    /// Avro on `Clicks`, framed by the schema registry at this URL.
+    Avro { registry: String },
+}
+
+/// Values of the dataset as the worker's decode runs (the size it hands off), keyed as produced.
+fn runs_of(values: Vec<Vec<u8>>) -> Vec<Vec<weir::formats::RawMessage>> {
+    let messages: Vec<weir::formats::RawMessage> = values
+        .iter()
+        .enumerate()
+        .map(|(i, value)| {
+            let (key, _) = dataset::message(i);
+            let partition = (i % PARTITIONS as usize) as i32;
+            weir::formats::RawMessage::new(partition, i as i64, Some(0), Some(key.as_bytes()), Some(value), vec![])
+        })
+        .collect();
+    let per_run = weir::buffer::DECODE_RUN_BYTES as usize / messages[0].size();
+    messages.chunks(per_run).map(<[_]>::to_vec).collect()
+}
+
+/// Decodes `runs` with `decoder`, timed alone; the rows and the CPU it took.
+fn decode_alone(
+    broker: &Broker,
+    decoder: &Decoder,
+    runs: Vec<Vec<weir::formats::RawMessage>>,
+) -> (Vec<RecordBatch>, Cpu) {
+    let clocks = Clocks::start(broker);
+    let decoded: Vec<RecordBatch> = runs
+        .into_iter()
+        .map(|run| {
+            let decoded = decoder.decode(run);
+            assert!(
+                decoded.dead.is_empty(),
+                "the dataset decodes cleanly: {:?}",
+                decoded.dead.first().map(|d| &d.error)
+            );
+            decoded.batch
+        })
+        .collect();
+    (decoded, clocks.stop(broker).1)
+}
+
 /// The CPU two steps no implementation skips cost per message here, done
 /// alone in memory on four batches of the dataset: weir's JSON decoder
 /// (arrow-json), in runs of the size the worker decodes, and the table's
 /// parquet file (dictionary, zstd, one column per core). Run 1 measures the
-/// third, reading the messages.
-fn floor(broker: &Broker) -> Floor {
+/// third, reading the messages. Decoding the Avro copy (arrow-avro, resolved
+/// against the declared schema) is measured the same way.
+fn floor(broker: &Broker, registry: &EmbeddedRegistry, avro_id: u32) -> Floor {
     const MESSAGES: usize = 4 * BATCH;
-    let schema = Arc::new(weir::formats::json_schema::from_json_schema(CLICKS_SCHEMA).unwrap());
-    let decoder = weir::formats::json::JsonDecoder::new(schema);
-    let messages: Vec<weir::formats::RawMessage> = (0..MESSAGES)
-        .map(|i| {
-            let (key, value) = dataset::message(i);
-            let partition = (i % PARTITIONS as usize) as i32;
-            weir::formats::RawMessage::new(
-                partition,
-                i as i64,
-                Some(0),
-                Some(key.as_bytes()),
-                Some(value.as_bytes()),
-                vec![],
-            )
-        })
-        .collect();
-    let per_run = weir::buffer::DECODE_RUN_BYTES as usize / messages[0].size();
-    let runs: Vec<Vec<_>> = messages.chunks(per_run).map(<[_]>::to_vec).collect();
-    drop(messages);
-    let clocks = Clocks::start(broker);
-    let decoded: Vec<RecordBatch> = runs.into_iter().map(|run| decoder.decode(run).batch).collect();
-    let (_, decode) = clocks.stop(broker);
+    let json = Decoder::new(Format::parse(DataFormat::Json, CLICKS_SCHEMA, None).unwrap(), None);
+    let values: Vec<String> = (0..MESSAGES).map(|i| dataset::message(i).1).collect();
+    let avro_values = weir::formats::encode_json_values(&dataset::avro_format(), &values, Some(avro_id)).unwrap();
+    let json_runs = runs_of(values.into_iter().map(String::into_bytes).collect());
+    let client = RegistryClient::new(&SchemaRegistry { url: registry.url(), ..SchemaRegistry::default() }).unwrap();
+    let writers = WriterSchemas::new(client, dataset::avro_format(), AVRO_TOPIC, None);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(writers.prepare([avro_id].into_iter()));
+    let avro = Decoder::new(dataset::avro_format(), Some(writers));
+    let (_, avro_decode) = decode_alone(broker, &avro, runs_of(avro_values));
+    let (decoded, decode) = decode_alone(broker, &json, json_runs);
+    let per_run = decoded[0].num_rows();
     let schema = decoded[0].schema();
     let rows: Vec<RecordBatch> = decoded
         .chunks(BATCH / per_run + 1)
@@ -144,7 +200,11 @@ fn floor(broker: &Broker) -> Floor {
     }
     let (_, write) = clocks.stop(broker);
     let per_message = |cpu: Cpu| cpu.own * 1e6 / MESSAGES as f64;
-    Floor { decode_us_per_message: per_message(decode), table_write_us_per_message: per_message(write) }
+    Floor {
+        decode_us_per_message: per_message(decode),
+        avro_decode_us_per_message: per_message(avro_decode),
+        table_write_us_per_message: per_message(write),
+    }
 }
 
 /// The wall and CPU clocks, read together at the start of a timed window.
@@ -203,11 +263,21 @@ struct Running {
     dir: tempfile::TempDir,
 }
 
-fn start(broker: &Broker, topic: &str, group: &str, src_cfg: serde_json::Value, stage: PublishStage) -> Running {
+fn start(broker: &Broker, dataset: &Dataset, group: &str, src_cfg: serde_json::Value, stage: PublishStage) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let catalog = Arc::new(Catalog::open(dir.path()).unwrap());
     let runtime = Arc::new(common::runtime());
-    let publisher = stream::publisher(connection(broker, group), &runtime, "read-clicks", topic, src_cfg, None);
+    let publisher = match dataset {
+        Dataset::Json => stream::publisher(connection(broker, group), &runtime, "read-clicks", "clicks", src_cfg, None),
+        Dataset::Avro { registry } => {
+            let connection = KafkaConnection {
+                schema_registry: Some(SchemaRegistry { url: registry.clone(), ..SchemaRegistry::default() }),
+                ..connection(broker, group)
+            };
+            let format = dataset::avro_format();
+            stream::publisher_with(connection, &runtime, "read-clicks", AVRO_TOPIC, format, src_cfg, None)
+        }
+    };
     let node = Node { catalog: catalog.clone(), runtime, budget: Arc::new(MemoryBudget::new(4 << 30)) };
     let (events_tx, events) = mpsc::unbounded_channel();
     let (stop, shutdown) = watch::channel(false);
@@ -264,11 +334,17 @@ impl Running {
 /// weir end to end on the dataset, from the partitions' assignment to the
 /// commit of `timed` messages: its wall time, the CPU time this process used
 /// meanwhile, and the summed stage timings.
-async fn weir_run(broker: &Broker, timed: usize, stage: PublishStage, group: &str) -> ((f64, Cpu), Timings) {
+async fn weir_run(
+    broker: &Broker,
+    dataset: &Dataset,
+    timed: usize,
+    stage: PublishStage,
+    group: &str,
+) -> ((f64, Cpu), Timings) {
     let src_cfg = serde_json::json!({
         "kafka.messages_rollover": BATCH, "kafka.size_rollover_mb": SIZE_MB, "kafka.time_rollover_seconds": 60,
     });
-    let mut run = start(broker, "clicks", group, src_cfg, stage);
+    let mut run = start(broker, dataset, group, src_cfg, stage);
     run.assigned().await;
     let clocks = Clocks::start(broker);
     run.committed(timed).await;
@@ -308,7 +384,7 @@ async fn latency(broker: &Broker, seconds: u64) -> Latency {
     const RATE: u64 = 2000;
     // The same topic (the plugin writes table `clicks`), read from its end on.
     let src_cfg = serde_json::json!({ "kafka.time_rollover_seconds": 1, "kafka.auto_offset_reset": "latest" });
-    let mut run = start(broker, "clicks", "weir-latency", src_cfg, PublishStage::Plugin);
+    let mut run = start(broker, &Dataset::Json, "weir-latency", src_cfg, PublishStage::Plugin);
     run.assigned().await;
     // Let the consumer settle on the end of each partition before the first message. Tansu
     // puts `latest` behind the log's end, so the worker may first read older messages:

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use weir::source::{KafkaConnection, SaslCredentials, SaslMechanism, Tls};
+use weir::source::{KafkaConnection, SaslCredentials, SaslMechanism, SchemaRegistry, Tls};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConnectionArgs {
@@ -34,8 +34,21 @@ pub struct ConnectionArgs {
     /// A librdkafka client setting, passed through (repeatable).
     #[arg(long = "client-setting", value_name = "KEY=VALUE")]
     client_settings: Vec<String>,
-    /// The whole connection from a TOML file (`bootstrap_servers`, `[credentials]`, `[tls]`, `group_id`, `[client_settings]`).
-    #[arg(long, conflicts_with_all = ["bootstrap_servers", "sasl_mechanism", "tls_ca_file", "group_id", "client_settings"])]
+    /// A Confluent-compatible schema registry: the topics' values are registry-framed.
+    #[arg(long, env = "WEIR_SCHEMA_REGISTRY_URL")]
+    schema_registry_url: Option<String>,
+    /// The registry's basic-auth user.
+    #[arg(long, env = "WEIR_SCHEMA_REGISTRY_USERNAME", requires = "schema_registry_url")]
+    schema_registry_username: Option<String>,
+    /// The registry's basic-auth password (stored as a secret, never shown).
+    #[arg(long, env = "WEIR_SCHEMA_REGISTRY_PASSWORD", hide_env_values = true, requires = "schema_registry_username")]
+    schema_registry_password: Option<String>,
+    /// The CA that signed the registry's certificate (PEM; the CLI sends its contents).
+    #[arg(long, env = "WEIR_SCHEMA_REGISTRY_CA_FILE", requires = "schema_registry_url")]
+    schema_registry_ca_file: Option<PathBuf>,
+    /// The whole connection from a TOML file (`bootstrap_servers`, `[credentials]`, `[tls]`, `group_id`,
+    /// `[client_settings]`, `[schema_registry]`).
+    #[arg(long, conflicts_with_all = ["bootstrap_servers", "sasl_mechanism", "tls_ca_file", "group_id", "client_settings", "schema_registry_url"])]
     connection_file: Option<PathBuf>,
 }
 
@@ -74,12 +87,27 @@ impl ConnectionArgs {
             cert_file: self.tls_cert_file.clone(),
             key_file: self.tls_key_file.clone(),
         });
+        let schema_registry = match &self.schema_registry_url {
+            Some(url) => Some(SchemaRegistry {
+                url: url.clone(),
+                username: self.schema_registry_username.clone(),
+                password: self.schema_registry_password.clone(),
+                ca_pem: match &self.schema_registry_ca_file {
+                    Some(file) => {
+                        Some(std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?)
+                    }
+                    None => None,
+                },
+            }),
+            None => None,
+        };
         Ok(Some(KafkaConnection {
             bootstrap_servers,
             credentials,
             tls,
             group_id: self.group_id.clone(),
             client_settings,
+            schema_registry,
         }))
     }
 

@@ -1,6 +1,8 @@
 //! `weir demo`: the whole pipeline on an embedded broker, in under a minute.
 //! A `clicks` topic, sample click events with a few malformed ones, the
 //! `read-clicks` publisher with a short rollover, and what got committed.
+//! `--format avro|protobuf` produces the events registry-framed, through an
+//! embedded schema registry.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,13 +17,49 @@ use tokio::sync::{mpsc, watch};
 use weir::buffer::MemoryBudget;
 use weir::catalog::Catalog;
 use weir::embedded_broker::EmbeddedBroker;
+use weir::embedded_registry::EmbeddedRegistry;
+use weir::formats::registry::{self, value_subject};
+use weir::formats::writers::RegistryEvent;
+use weir::formats::{DataFormat, Format};
 use weir::plugin::{Limits, Runtime, RuntimeConfig, human_bytes};
-use weir::source::{DataFormat, KafkaConnection, KafkaSource, SourceConfig, load_schema};
+use weir::source::{KafkaConnection, KafkaSource, SchemaRegistry, SourceConfig};
 use weir::worker::{self, Node, StreamPublisher, WorkerEvent, WorkerExit, WorkerOptions};
 
 /// The example publisher, built from guest-examples/read-clicks by build.rs.
 const READ_CLICKS: &[u8] = include_bytes!(concat!(env!("WEIR_GUESTS_DIR"), "/read_clicks.wasm"));
 const CLICKS_SCHEMA: &str = include_str!("../../../guest-examples/data/clicks.json");
+const CLICKS_AVRO: &str = include_str!("../../../guest-examples/data/clicks.avsc");
+const CLICKS_PROTO: &str = include_str!("../../../guest-examples/data/clicks.proto");
+
+/// How the demo's events are encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DemoFormat {
+    /// Plain JSON values.
+    Json,
+    /// Avro, framed by the embedded schema registry.
+    Avro,
+    /// Protobuf, framed by the embedded schema registry.
+    Protobuf,
+}
+
+impl DemoFormat {
+    fn format(self) -> anyhow::Result<Format> {
+        let parsed = match self {
+            Self::Json => Format::parse(DataFormat::Json, CLICKS_SCHEMA, None),
+            Self::Avro => Format::parse(DataFormat::Avro, CLICKS_AVRO, None),
+            Self::Protobuf => Format::parse(DataFormat::Protobuf, CLICKS_PROTO, Some("weir.examples.Click")),
+        };
+        parsed.map_err(|e| anyhow::anyhow!("the demo's schema {e}"))
+    }
+
+    fn schema(self) -> &'static str {
+        match self {
+            Self::Json => CLICKS_SCHEMA,
+            Self::Avro => CLICKS_AVRO,
+            Self::Protobuf => CLICKS_PROTO,
+        }
+    }
+}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -43,6 +81,9 @@ pub struct Args {
     /// Close a batch after this many messages (`kafka.messages_rollover`).
     #[arg(long, default_value_t = 400)]
     messages_rollover: u64,
+    /// How the events are encoded: avro and protobuf go through an embedded schema registry.
+    #[arg(long, value_enum, default_value_t = DemoFormat::Json)]
+    format: DemoFormat,
 }
 
 pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
@@ -66,9 +107,24 @@ async fn demo(args: Args) -> anyhow::Result<()> {
             (Some(broker), servers)
         }
     };
-    let connection = KafkaConnection { bootstrap_servers: bootstrap.clone(), ..KafkaConnection::default() };
+    let mut connection = KafkaConnection { bootstrap_servers: bootstrap.clone(), ..KafkaConnection::default() };
+    let format = args.format.format()?;
+    // Avro and Protobuf come framed by a schema registry, as most real topics do.
+    let (_registry, schema_id) = match args.format {
+        DemoFormat::Json => (None, None),
+        registry_format => {
+            let registry = EmbeddedRegistry::start()?;
+            let subject = value_subject(&args.topic);
+            let id = registry
+                .register(&subject, format.data_format().schema_type(), registry_format.schema(), vec![])
+                .map_err(anyhow::Error::msg)?;
+            println!("embedded schema registry on {}, subject `{subject}`: schema id {id}", registry.url());
+            connection.schema_registry = Some(SchemaRegistry { url: registry.url(), ..SchemaRegistry::default() });
+            (Some(registry), Some(id))
+        }
+    };
 
-    let produced = produce(&connection, &args).await?;
+    let produced = produce(&connection, &args, &format, schema_id).await?;
     println!("produced {} click events ({} malformed) to `{}`", produced.0 + produced.1, produced.1, args.topic);
 
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
@@ -85,8 +141,7 @@ async fn demo(args: Args) -> anyhow::Result<()> {
         connection,
         source: KafkaSource {
             topic: args.topic.clone(),
-            data_format: DataFormat::Json,
-            schema: load_schema(CLICKS_SCHEMA, None)?,
+            format,
             config: SourceConfig::parse(&src_cfg)?,
             dead_letter_topic: None,
         },
@@ -140,6 +195,12 @@ async fn demo(args: Args) -> anyhow::Result<()> {
                 }
                 WorkerEvent::AttemptFailed { attempt, error } => println!("attempt {attempt} failed: {error}"),
                 WorkerEvent::Dropped { reason } => println!("dropped, to be re-read: {reason}"),
+                WorkerEvent::Registry(RegistryEvent::Schema { id, usable: true }) => {
+                    println!("  writer schema id {id} fetched from the registry")
+                }
+                WorkerEvent::Registry(RegistryEvent::Schema { id, usable: false }) => {
+                    println!("  writer schema id {id} is not usable: its messages become dead letters")
+                }
                 other => println!("  {other:?}"),
             }
         }
@@ -173,23 +234,45 @@ async fn demo(args: Args) -> anyhow::Result<()> {
 }
 
 /// Produces the sample: click events keyed by user, and a few malformed messages.
-async fn produce(connection: &KafkaConnection, args: &Args) -> anyhow::Result<(usize, usize)> {
+async fn produce(
+    connection: &KafkaConnection,
+    args: &Args,
+    format: &Format,
+    schema_id: Option<u32>,
+) -> anyhow::Result<(usize, usize)> {
     let mut config = ClientConfig::new();
     for (k, v) in connection.client_config() {
         config.set(k, v);
     }
     let producer: FutureProducer = config.create()?;
     let pages = ["/", "/pricing", "/docs", "/docs/quickstart", "/blog/weir-0-1", "/signup"];
-    let malformed = [
-        r#"{"event_id": "evt-bad-1", "user_id": "not a number", "url": "/", "ts": "2026-11-29T10:00:00Z"}"#,
-        r#"{"event_id": "evt-bad-2", "url": "/"}"#,
-        r#"{"event_id": "evt-bad-3", "user_id": 3, "url": "/", "ts": "2026-11-29T10:00:00Z""#,
-        "not json at all",
-        r#"[{"event_id": "evt-bad-5"}]"#,
-    ];
+    let malformed: Vec<Vec<u8>> = match schema_id {
+        None => [
+            r#"{"event_id": "evt-bad-1", "user_id": "not a number", "url": "/", "ts": "2026-11-29T10:00:00Z"}"#,
+            r#"{"event_id": "evt-bad-2", "url": "/"}"#,
+            r#"{"event_id": "evt-bad-3", "user_id": 3, "url": "/", "ts": "2026-11-29T10:00:00Z""#,
+            "not json at all",
+            r#"[{"event_id": "evt-bad-5"}]"#,
+        ]
+        .iter()
+        .map(|m| m.as_bytes().to_vec())
+        .collect(),
+        // Registry-framed: unframed bytes, a cut header, an id the registry lacks, a body that is not the record.
+        Some(id) => vec![
+            b"not framed at all".to_vec(),
+            vec![0, 0, 1],
+            registry::frame(9999, (format.data_format() == DataFormat::Protobuf).then_some(&[0][..]), b"\x02"),
+            registry::frame(
+                id,
+                (format.data_format() == DataFormat::Protobuf).then_some(&[0][..]),
+                &[0x0a, 0xff, 0xff],
+            ),
+        ],
+    };
     let mut deliveries = Vec::new();
     let every = (args.messages / args.malformed.max(1)).max(1);
     let mut bad = 0;
+    let mut events = Vec::with_capacity(args.messages);
     for i in 0..args.messages {
         let user = (i * 7919) % 97;
         let (country, device) = (["DE", "FR", "US", "JP"][i % 4], ["desktop", "mobile"][i % 2]);
@@ -204,16 +287,21 @@ async fn produce(connection: &KafkaConnection, args: &Args) -> anyhow::Result<(u
             "device": device,
         })
         .to_string();
+        events.push((user, payload));
+    }
+    let values: Vec<String> = events.iter().map(|(_, v)| v.clone()).collect();
+    let encoded = weir::formats::encode_json_values(format, &values, schema_id).map_err(anyhow::Error::msg)?;
+    for (i, ((user, _), payload)) in events.iter().zip(&encoded).enumerate() {
         deliveries.push(
             producer
-                .send_result(FutureRecord::to(&args.topic).key(&user.to_string()).payload(&payload))
+                .send_result(FutureRecord::to(&args.topic).key(&user.to_string()).payload(payload))
                 .map_err(|(e, _)| e)?,
         );
         if i % every == every - 1 && bad < args.malformed {
-            let text = malformed[bad % malformed.len()];
+            let bytes = &malformed[bad % malformed.len()];
             deliveries.push(
                 producer
-                    .send_result(FutureRecord::to(&args.topic).key(&bad.to_string()).payload(text))
+                    .send_result(FutureRecord::to(&args.topic).key(&bad.to_string()).payload(bytes))
                     .map_err(|(e, _)| e)?,
             );
             bad += 1;

@@ -66,7 +66,7 @@ fn inline_schema(path: &Path) -> anyhow::Result<String> {
     };
     let schema = doc.get_mut("source").and_then(|s| s.get_mut("kafka")).and_then(|k| k.get_mut("schema"));
     if let Some(toml::Value::String(spec)) = schema
-        && !spec.trim_start().starts_with('{')
+        && !weir::source::is_inline_schema(spec)
     {
         let file = path.parent().unwrap_or(Path::new(".")).join(&*spec);
         *spec = std::fs::read_to_string(&file).with_context(|| format!("reading the schema {}", file.display()))?;
@@ -149,7 +149,33 @@ fn print_status(s: &Value) {
     };
     let size = s["size_rollover_bytes"].as_u64().map_or("-".into(), |b| format!("{} MiB", b >> 20));
     println!("publisher      {}/{}", cell(&s["collection"]), cell(&s["name"]));
-    println!("topic          {} ({})", cell(&s["topic"]), cell(&s["data_format"]));
+    match s["message"].as_str() {
+        Some(message) => {
+            println!("topic          {} ({}, message {message})", cell(&s["topic"]), cell(&s["data_format"]))
+        }
+        None => println!("topic          {} ({})", cell(&s["topic"]), cell(&s["data_format"])),
+    }
+    let registry = &s["schema_registry"];
+    if !registry.is_null() {
+        let ids: Vec<String> = registry["schema_ids"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| match i["usable"].as_bool() {
+                Some(false) => format!("{} (unreadable: its messages are dead letters)", cell(&i["id"])),
+                _ => cell(&i["id"]),
+            })
+            .collect();
+        println!("registry       {} subject {}", cell(&registry["url"]), cell(&registry["subject"]));
+        println!("schema ids     {}", if ids.is_empty() { "none seen yet".to_string() } else { ids.join(", ") });
+        if !registry["waiting"].is_null() {
+            println!(
+                "               waiting for the registry since {}: {} (messages are held, not dead-lettered)",
+                time(&registry["waiting_since_ms"]),
+                cell(&registry["waiting"])
+            );
+        }
+    }
     if !s["dead_letter_topic"].is_null() {
         println!("dead letters   {}", cell(&s["dead_letter_topic"]));
     }

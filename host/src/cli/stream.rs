@@ -13,6 +13,8 @@ use tokio::sync::watch;
 use weir::buffer::MemoryBudget;
 use weir::catalog::Catalog;
 use weir::declaration::Declaration;
+use weir::formats::registry::RegistryClient;
+use weir::formats::writers::{self, CrossCheckError};
 use weir::plugin::{Limits, Runtime, RuntimeConfig};
 use weir::worker::{self, Node, StreamPublisher, WorkerExit, WorkerOptions};
 
@@ -51,6 +53,23 @@ pub struct Args {
     shutdown_deadline: Duration,
 }
 
+/// Registry mode: the declared schema must read what the registry holds. A
+/// registry that cannot be reached only warns: the worker waits for it.
+fn cross_check(registry: &weir::source::SchemaRegistry, source: &weir::source::KafkaSource) -> anyhow::Result<()> {
+    let client = RegistryClient::new(registry)?;
+    match writers::cross_check(&source.format, &client, &source.topic) {
+        Ok(v) => {
+            tracing::info!(subject = %v.subject, version = v.version, id = v.id, "schema cross-checked against the registry");
+            Ok(())
+        }
+        Err(e @ CrossCheckError::Registry(_)) => {
+            tracing::warn!(error = %e, "starting anyway: messages wait until the registry answers");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(stream(args))
@@ -65,6 +84,9 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("publisher declaration {}", args.declaration.display()))?;
 
     let connection = args.connection.required()?;
+    if let Some(registry) = &connection.schema_registry {
+        cross_check(registry, &resolved.source)?;
+    }
 
     let runtime = Arc::new(Runtime::new(RuntimeConfig {
         cache_dir: Some(args.data_dir.join("artifacts")),

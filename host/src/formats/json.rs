@@ -4,67 +4,50 @@
 //! be exactly one JSON object that fits the schema. A message that is not goes
 //! to the dead letters with the reason; it never fails the batch.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use arrow::array::{ArrayRef, BinaryArray, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray};
-use arrow::compute::concat_batches;
-use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use arrow::json::reader::{Decoder, ReaderBuilder};
 
-use super::{DeadLetter, Decoded, RawMessage, provenance_fields};
+use super::{Body, Rows};
 
-/// Decodes JSON messages of one declared schema.
+/// Decodes JSON values of one declared schema.
 #[derive(Debug, Clone)]
 pub struct JsonDecoder {
     declared: SchemaRef,
-    output: SchemaRef,
 }
 
 impl JsonDecoder {
     pub fn new(declared: SchemaRef) -> Self {
-        let mut fields: Vec<Field> = declared.fields().iter().map(|f| f.as_ref().clone()).collect();
-        fields.extend(provenance_fields());
-        Self { declared, output: Arc::new(Schema::new(fields)) }
+        Self { declared }
     }
 
-    /// The schema of decoded rows: the declared columns, then the provenance columns.
-    pub fn output_schema(&self) -> &SchemaRef {
-        &self.output
-    }
-
-    /// Decodes `messages` into one batch of the good ones, and dead letters for the rest.
-    pub fn decode(&self, messages: Vec<RawMessage>) -> Decoded {
-        let started = Instant::now();
-        let mut dead = Vec::new();
-        // First pass, per message: exactly one complete JSON value.
-        let total = messages.len();
-        let mut good: Vec<RawMessage> = Vec::with_capacity(total);
+    /// Decodes `bodies`, each one JSON value, into the declared columns.
+    pub fn decode(&self, bodies: &[Body<'_>]) -> Rows {
+        let mut failed = Vec::new();
+        // First pass, per value: exactly one complete JSON document.
+        let total = bodies.len();
+        let mut good: Vec<usize> = Vec::with_capacity(total);
         let mut decoder = self.fresh(total);
-        for message in messages {
-            match feed(&mut decoder, &message) {
-                Ok(()) => good.push(message),
+        for (i, body) in bodies.iter().enumerate() {
+            match feed(&mut decoder, body.bytes) {
+                Ok(()) => good.push(i),
                 Err(error) => {
-                    dead.push(DeadLetter { message, error });
-                    // The decoder may hold part of the bad message: start over with the good ones.
+                    failed.push((i, error));
+                    // The decoder may hold part of the bad value: start over with the good ones.
                     decoder = self.fresh(total);
-                    for m in &good {
-                        feed(&mut decoder, m).expect("a message that fed cleanly before feeds cleanly again");
+                    for &g in &good {
+                        feed(&mut decoder, bodies[g].bytes)
+                            .expect("a value that fed cleanly before feeds cleanly again");
                     }
                 }
             }
         }
         // Second pass, in bulk: types and required fields. On failure, bisect to find the culprits.
         let mut batches = Vec::new();
-        self.flush_or_bisect(decoder, &good, &mut batches, &mut dead);
-        dead.sort_by_key(|d| (d.message.partition, d.message.offset));
-        // Without bad messages there is one batch: no need to copy it into another.
-        let batch = match batches.len() {
-            1 => batches.pop().expect("one batch"),
-            _ => concat_batches(&self.output, &batches).expect("batches of one schema"),
-        };
-        Decoded { batch, dead, took: started.elapsed() }
+        self.flush_or_bisect(decoder, bodies, &good, &mut batches, &mut failed);
+        failed.sort_by_key(|(i, _)| *i);
+        Rows { batches, failed }
     }
 
     fn fresh(&self, rows: usize) -> Decoder {
@@ -77,52 +60,38 @@ impl JsonDecoder {
     fn flush_or_bisect(
         &self,
         mut decoder: Decoder,
-        messages: &[RawMessage],
+        bodies: &[Body<'_>],
+        chosen: &[usize],
         out: &mut Vec<RecordBatch>,
-        dead: &mut Vec<DeadLetter>,
+        failed: &mut Vec<(usize, String)>,
     ) {
-        if messages.is_empty() {
+        if chosen.is_empty() {
             return;
         }
         match decoder.flush() {
-            Ok(Some(batch)) if batch.num_rows() == messages.len() => out.push(self.with_provenance(batch, messages)),
-            Ok(other) => panic!("decoded {} rows from {} messages", other.map_or(0, |b| b.num_rows()), messages.len()),
-            Err(e) if messages.len() == 1 => dead.push(DeadLetter { message: messages[0].clone(), error: explain(e) }),
+            Ok(Some(batch)) if batch.num_rows() == chosen.len() => out.push(batch),
+            Ok(other) => panic!("decoded {} rows from {} values", other.map_or(0, |b| b.num_rows()), chosen.len()),
+            Err(e) if chosen.len() == 1 => failed.push((chosen[0], explain(e))),
             Err(_) => {
-                let (left, right) = messages.split_at(messages.len() / 2);
+                let (left, right) = chosen.split_at(chosen.len() / 2);
                 for half in [left, right] {
                     let mut decoder = self.fresh(half.len());
-                    for m in half {
-                        feed(&mut decoder, m).expect("fed cleanly before");
+                    for &i in half {
+                        feed(&mut decoder, bodies[i].bytes).expect("fed cleanly before");
                     }
-                    self.flush_or_bisect(decoder, half, out, dead);
+                    self.flush_or_bisect(decoder, bodies, half, out, failed);
                 }
             }
         }
     }
-
-    fn with_provenance(&self, batch: RecordBatch, messages: &[RawMessage]) -> RecordBatch {
-        let mut columns = batch.columns().to_vec();
-        let extra: [ArrayRef; 4] = [
-            Arc::new(Int32Array::from_iter_values(messages.iter().map(|m| m.partition))),
-            Arc::new(Int64Array::from_iter_values(messages.iter().map(|m| m.offset))),
-            Arc::new(
-                TimestampMillisecondArray::from_iter(messages.iter().map(|m| m.timestamp)).with_timezone("+00:00"),
-            ),
-            Arc::new(BinaryArray::from_iter(messages.iter().map(|m| m.key()))),
-        ];
-        columns.extend(extra);
-        RecordBatch::try_new(self.output.clone(), columns).expect("provenance columns match the output schema")
-    }
 }
 
-/// Feeds one message, checking it is exactly one complete JSON value.
-fn feed(decoder: &mut Decoder, message: &RawMessage) -> Result<(), String> {
-    let payload = message.payload().ok_or("the message has no value (a tombstone)")?;
+/// Feeds one value, checking it is exactly one complete JSON document.
+fn feed(decoder: &mut Decoder, value: &[u8]) -> Result<(), String> {
     let before = decoder.len();
-    let consumed = decoder.decode(payload).map_err(explain)?;
+    let consumed = decoder.decode(value).map_err(explain)?;
     decoder.decode(b"\n").map_err(explain)?;
-    if consumed < payload.len() || decoder.len() > before + 1 {
+    if consumed < value.len() || decoder.len() > before + 1 {
         return Err("the value holds more than one JSON document".into());
     }
     if decoder.has_partial_record() || decoder.len() == before {
@@ -147,14 +116,12 @@ fn explain(e: ArrowError) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::Int64Type;
 
     use super::*;
-
-    fn msg(offset: i64, payload: &str) -> RawMessage {
-        RawMessage::new(2, offset, Some(1_700_000_000_000 + offset), Some(b"k"), Some(payload.as_bytes()), vec![])
-    }
 
     fn decoder() -> JsonDecoder {
         JsonDecoder::new(Arc::new(
@@ -162,71 +129,52 @@ mod tests {
         ))
     }
 
-    #[test]
-    fn key_and_value_share_one_allocation_and_keep_none_apart_from_empty() {
-        let m = RawMessage::new(0, 1, None, Some(b"key"), Some(b"value"), vec![]);
-        assert_eq!((m.key(), m.payload(), m.size()), (Some(b"key".as_slice()), Some(b"value".as_slice()), 8));
-        let m = RawMessage::new(0, 1, None, None, Some(b""), vec![]);
-        assert_eq!((m.key(), m.payload(), m.size()), (None, Some(b"".as_slice()), 0));
-        let m = RawMessage::new(0, 1, None, Some(b""), None, vec![]);
-        assert_eq!((m.key(), m.payload()), (Some(b"".as_slice()), None));
+    fn decode(values: &[&str]) -> Rows {
+        let bodies: Vec<Body<'_>> = values.iter().map(|v| Body::plain(v.as_bytes())).collect();
+        decoder().decode(&bodies)
+    }
+
+    fn ids(rows: &Rows) -> Vec<i64> {
+        rows.batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect()
     }
 
     #[test]
-    fn good_messages_decode_with_provenance() {
-        let Decoded { batch, dead, .. } =
-            decoder().decode(vec![msg(10, r#"{"id": 1, "name": "a"}"#), msg(11, r#"{"id": 2}"#)]);
-        assert!(dead.is_empty());
-        assert_eq!(batch.num_rows(), 2);
-        let names: Vec<&str> = batch.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
-        assert_eq!(names, ["id", "name", "_partition", "_offset", "_timestamp", "_key"]);
-        assert_eq!(batch.column(0).as_primitive::<Int64Type>().values(), &[1, 2]);
-        assert_eq!(batch.column(3).as_primitive::<Int64Type>().values(), &[10, 11]);
-        assert!(batch.column(1).is_null(1));
+    fn good_values_decode_into_the_declared_columns() {
+        let rows = decode(&[r#"{"id": 1, "name": "a"}"#, r#"{"id": 2}"#]);
+        assert!(rows.failed.is_empty());
+        assert_eq!(rows.batches.len(), 1, "without bad values, one batch");
+        assert_eq!(ids(&rows), [1, 2]);
+        assert!(rows.batches[0].column(1).is_null(1));
     }
 
     #[test]
-    fn each_bad_message_becomes_a_dead_letter_and_the_rest_decode() {
-        let messages = vec![
-            msg(0, r#"{"id": 1}"#),
-            msg(1, r#"{"id": "#),
-            msg(2, r#"{"id": 3}"#),
-            msg(3, r#"{"id": "three"}"#),
-            msg(4, r#"{"name": "no id"}"#),
-            msg(5, r#"{"id": 6}{"id": 7}"#),
-            msg(6, r#"[1, 2]"#),
-            msg(7, "   "),
-            msg(8, r#"{"id": 9}"#),
-        ];
-        let tombstone = RawMessage::new(2, 9, None, Some(b"k"), None, vec![]);
-        let mut all = messages;
-        all.push(tombstone);
-        let Decoded { batch, dead, .. } = decoder().decode(all);
-        assert_eq!(batch.column(0).as_primitive::<Int64Type>().values(), &[1, 3, 9]);
-        assert_eq!(batch.column(3).as_primitive::<Int64Type>().values(), &[0, 2, 8]);
-        let dead_offsets: Vec<i64> = dead.iter().map(|d| d.message.offset).collect();
-        assert_eq!(dead_offsets, [1, 3, 4, 5, 6, 7, 9]);
-        for d in &dead {
-            assert!(!d.error.is_empty());
-        }
-        assert_eq!(dead[6].error, "the message has no value (a tombstone)");
-        assert_eq!(dead[3].error, "the value holds more than one JSON document");
-        assert_eq!(dead[2].error, "required property `id` is missing or null");
-        assert!(dead[1].error.starts_with("not valid JSON for the schema: "), "{}", dead[1].error);
+    fn each_bad_value_fails_alone_and_the_rest_decode() {
+        let rows = decode(&[
+            r#"{"id": 1}"#,
+            r#"{"id": "#,
+            r#"{"id": 3}"#,
+            r#"{"id": "three"}"#,
+            r#"{"name": "no id"}"#,
+            r#"{"id": 6}{"id": 7}"#,
+            r#"[1, 2]"#,
+            "   ",
+            r#"{"id": 9}"#,
+        ]);
+        assert_eq!(ids(&rows), [1, 3, 9]);
+        let failed: Vec<usize> = rows.failed.iter().map(|(i, _)| *i).collect();
+        assert_eq!(failed, [1, 3, 4, 5, 6, 7]);
+        assert_eq!(rows.failed[3].1, "the value holds more than one JSON document");
+        assert_eq!(rows.failed[2].1, "required property `id` is missing or null");
+        assert!(rows.failed[1].1.starts_with("not valid JSON for the schema: "), "{}", rows.failed[1].1);
     }
 
     #[test]
-    fn messages_after_an_incomplete_one_still_decode() {
-        let mut messages = vec![msg(0, r#"{"id": 1"#)];
-        messages.extend((1..50).map(|i| msg(i, &format!(r#"{{"id": {i}}}"#))));
-        let Decoded { batch, dead, .. } = decoder().decode(messages);
-        assert_eq!(dead.len(), 1);
-        assert_eq!(batch.num_rows(), 49);
-    }
-
-    #[test]
-    fn nothing_in_nothing_out() {
-        let Decoded { batch, dead, .. } = decoder().decode(vec![]);
-        assert_eq!((batch.num_rows(), dead.len()), (0, 0));
+    fn values_after_an_incomplete_one_still_decode() {
+        let mut values = vec![r#"{"id": 1"#.to_string()];
+        values.extend((1..50).map(|i| format!(r#"{{"id": {i}}}"#)));
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        let rows = decode(&values);
+        assert_eq!(rows.failed.len(), 1);
+        assert_eq!(ids(&rows).len(), 49);
     }
 }

@@ -120,6 +120,64 @@ fn property_type(prop: &Value, path: &str) -> Result<(DataType, bool), SchemaErr
     Ok((data_type, admits_null))
 }
 
+/// Checks that values written under the `writer` schema (a registry's) can be
+/// read with the `declared` one: every property the declared schema requires
+/// is required by the writer's too, and properties both have agree in type
+/// (an integer may be read as a number).
+pub fn check_compatible(writer: &Schema, declared: &Schema) -> Result<(), String> {
+    fields_compatible(writer.fields(), declared.fields(), "")
+}
+
+fn fields_compatible(writer: &Fields, declared: &Fields, prefix: &str) -> Result<(), String> {
+    for d in declared {
+        let path = if prefix.is_empty() { d.name().clone() } else { format!("{prefix}.{}", d.name()) };
+        let Some(w) = writer.iter().find(|w| w.name() == d.name()) else {
+            if !d.is_nullable() {
+                return Err(format!(
+                    "property `{path}`: the declared schema requires it, and the writer's schema does not have it"
+                ));
+            }
+            continue;
+        };
+        if !d.is_nullable() && w.is_nullable() {
+            return Err(format!(
+                "property `{path}`: the declared schema requires it, but the writer's does not, so it may be missing or null"
+            ));
+        }
+        types_compatible(w.data_type(), d.data_type(), &path)?;
+    }
+    Ok(())
+}
+
+fn types_compatible(writer: &DataType, declared: &DataType, path: &str) -> Result<(), String> {
+    match (writer, declared) {
+        (DataType::Struct(w), DataType::Struct(d)) => fields_compatible(w, d, path),
+        (DataType::List(w), DataType::List(d)) => types_compatible(w.data_type(), d.data_type(), &format!("{path}[]")),
+        (w, d) if w == d => Ok(()),
+        (DataType::Int64, DataType::Float64) => Ok(()),
+        (w, d) => Err(format!(
+            "property `{path}`: the writer's type is {}, the declared type is {}",
+            type_word(w),
+            type_word(d)
+        )),
+    }
+}
+
+/// A type in JSON Schema's words.
+fn type_word(data_type: &DataType) -> String {
+    match data_type {
+        DataType::Int64 => "integer".into(),
+        DataType::Float64 => "number".into(),
+        DataType::Boolean => "boolean".into(),
+        DataType::Utf8 => "string".into(),
+        DataType::Timestamp(..) => "string (date-time)".into(),
+        DataType::Date32 => "string (date)".into(),
+        DataType::Struct(_) => "object".into(),
+        DataType::List(item) => format!("array of {}", type_word(item.data_type())),
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +239,44 @@ mod tests {
         ];
         for (input, expected) in cases {
             assert_eq!(from_json_schema(input).unwrap_err().to_string(), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn a_writer_schema_is_compatible_when_it_gives_what_the_declared_one_requires() {
+        let declared = from_json_schema(
+            r#"{"type":"object","required":["id"],"properties":{"id":{"type":"integer"},"score":{"type":"number"},"geo":{"type":"object","properties":{"lat":{"type":"number"}}}}}"#,
+        )
+        .unwrap();
+        let writer = |props: &str, required: &str| {
+            from_json_schema(&format!(r#"{{"type":"object","required":[{required}],"properties":{{{props}}}}}"#))
+                .unwrap()
+        };
+        let ok = writer(r#""id":{"type":"integer"},"score":{"type":"integer"},"extra":{"type":"string"}"#, r#""id""#);
+        assert_eq!(check_compatible(&ok, &declared), Ok(()), "integers read as numbers; extra properties are ignored");
+        let cases = [
+            (
+                writer(r#""score":{"type":"number"}"#, ""),
+                "property `id`: the declared schema requires it, and the writer's schema does not have it",
+            ),
+            (
+                writer(r#""id":{"type":"integer"}"#, ""),
+                "property `id`: the declared schema requires it, but the writer's does not, so it may be missing or null",
+            ),
+            (
+                writer(r#""id":{"type":"string"}"#, r#""id""#),
+                "property `id`: the writer's type is string, the declared type is integer",
+            ),
+            (
+                writer(
+                    r#""id":{"type":"integer"},"geo":{"type":"object","properties":{"lat":{"type":"string"}}}"#,
+                    r#""id""#,
+                ),
+                "property `geo.lat`: the writer's type is string, the declared type is number",
+            ),
+        ];
+        for (w, expected) in cases {
+            assert_eq!(check_compatible(&w, &declared).unwrap_err(), expected);
         }
     }
 }

@@ -1,11 +1,13 @@
-//! Kafka messages to Arrow rows: what every format shares. One module per
-//! format (`json`, with `json_schema` for its declared schema) turns a run of
-//! messages into record batches of the declared columns, plus where each row
-//! came from; a message that does not decode becomes a dead letter, never a
-//! failed batch.
+//! Kafka messages to Arrow rows. One module per format turns message values
+//! into record batches of the declared columns: `json` (with `json_schema`
+//! for its JSON Schema), `avro` (with `avro_schema`), `protobuf`; `registry`
+//! is the Confluent wire format and client, and `writers` the writer schemas a
+//! registry serves, resolved against the declared schema. [`Decoder`] is the
+//! one interface the stream worker uses: it does not learn which format it reads.
 //!
-//! Every row also carries where it came from, in these columns after the
-//! declared ones:
+//! A message that does not decode becomes a dead letter with its reason, never
+//! a failed batch. Every row also carries where it came from, in these
+//! columns after the declared ones:
 //!
 //! | column       | type                        | what                                  |
 //! |--------------|-----------------------------|---------------------------------------|
@@ -13,14 +15,392 @@
 //! | `_offset`    | `Int64`                     | the message's offset in the partition |
 //! | `_timestamp` | `Timestamp(ms, "+00:00")`   | the message's timestamp, if it has one |
 //! | `_key`       | `Binary`                    | the message's key, if it has one      |
+//! | `_schema_id` | `Int32`                     | registry mode: the writer schema's id |
 
+pub mod avro;
+pub mod avro_schema;
 pub mod json;
 pub mod json_schema;
+pub mod protobuf;
+pub mod registry;
+pub mod writers;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use arrow::array::RecordBatch;
-use arrow::datatypes::{DataType, Field, TimeUnit};
+use arrow::array::{ArrayRef, BinaryArray, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray};
+use arrow::compute::concat_batches;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use serde::{Deserialize, Serialize};
+
+use registry::SchemaType;
+use writers::{Writer, WriterSchemas};
+
+/// How a topic's values are encoded, as declared (`data_format`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DataFormat {
+    Json,
+    Avro,
+    Protobuf,
+}
+
+impl DataFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::Avro => "avro",
+            Self::Protobuf => "protobuf",
+        }
+    }
+
+    /// What the registry calls schemas of this format.
+    pub fn schema_type(self) -> SchemaType {
+        match self {
+            Self::Json => SchemaType::Json,
+            Self::Avro => SchemaType::Avro,
+            Self::Protobuf => SchemaType::Protobuf,
+        }
+    }
+
+    /// What the declared `schema` is, for messages that ask for it.
+    pub fn schema_kind(self) -> &'static str {
+        match self {
+            Self::Json => "a JSON Schema",
+            Self::Avro => "an Avro schema (JSON)",
+            Self::Protobuf => ".proto source",
+        }
+    }
+}
+
+/// A declared format with its schema parsed: what every row of the table holds.
+#[derive(Debug, Clone)]
+pub enum Format {
+    Json { columns: SchemaRef },
+    Avro(Arc<avro::Declared>),
+    Protobuf(Arc<protobuf::Declared>),
+}
+
+impl Format {
+    /// Parses the declared `schema` of `format`; `message` names the Protobuf
+    /// message (and is refused for the other formats). The error completes
+    /// "the schema ..." and says what to do.
+    pub fn parse(format: DataFormat, schema: &str, message: Option<&str>) -> Result<Self, String> {
+        let parsed = match (format, message) {
+            (DataFormat::Protobuf, None) => {
+                return Err(
+                    "needs `message`: the full name of the Protobuf message each value holds (message = \"pkg.Click\")"
+                        .into(),
+                );
+            }
+            (DataFormat::Json | DataFormat::Avro, Some(_)) => {
+                return Err(format!(
+                    "takes no `message`: only data_format = \"protobuf\" names one, not {:?}",
+                    format.as_str()
+                ));
+            }
+            (DataFormat::Json, None) => Format::Json {
+                columns: Arc::new(json_schema::from_json_schema(schema).map_err(|e| format!("does not parse: {e}"))?),
+            },
+            (DataFormat::Avro, None) => Format::Avro(Arc::new(
+                avro::Declared::parse(schema).map_err(|e| format!("is not a usable Avro schema: {e}"))?,
+            )),
+            (DataFormat::Protobuf, Some(message)) => {
+                Format::Protobuf(Arc::new(protobuf::Declared::parse(schema, message)?))
+            }
+        };
+        check_writable(parsed.columns())?;
+        Ok(parsed)
+    }
+
+    pub fn data_format(&self) -> DataFormat {
+        match self {
+            Self::Json { .. } => DataFormat::Json,
+            Self::Avro(_) => DataFormat::Avro,
+            Self::Protobuf(_) => DataFormat::Protobuf,
+        }
+    }
+
+    /// The declared columns (without the provenance columns).
+    pub fn columns(&self) -> &SchemaRef {
+        match self {
+            Self::Json { columns } => columns,
+            Self::Avro(a) => &a.arrow,
+            Self::Protobuf(p) => &p.arrow,
+        }
+    }
+}
+
+/// Every column must be one a parquet file can hold (no Arrow unions, no empty structs, …).
+fn check_writable(columns: &Schema) -> Result<(), String> {
+    for field in columns.fields() {
+        let alone = Schema::new(vec![field.as_ref().clone()]);
+        if let Err(e) = parquet::arrow::ArrowSchemaConverter::new().convert(&alone) {
+            return Err(format!(
+                "maps field `{}` to the Arrow type {}, which a parquet table cannot hold ({e}); change that field's type",
+                field.name(),
+                field.data_type()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One value to decode: its bytes (without registry framing) and, for Avro
+/// in registry mode, the text of the schema that wrote it.
+#[derive(Debug, Clone)]
+pub struct Body<'a> {
+    pub bytes: &'a [u8],
+    pub writer: Option<Arc<str>>,
+}
+
+impl<'a> Body<'a> {
+    pub fn plain(bytes: &'a [u8]) -> Self {
+        Self { bytes, writer: None }
+    }
+}
+
+/// What a format's decoder made of a list of bodies.
+#[derive(Debug, Default)]
+pub struct Rows {
+    /// The declared columns of the bodies that decoded, in order.
+    pub batches: Vec<RecordBatch>,
+    /// The bodies that did not (their indexes, ascending) and why.
+    pub failed: Vec<(usize, String)>,
+}
+
+/// Turns a run of one partition's messages into rows and dead letters, for
+/// any format, plain or registry-framed. Cheap to clone; clones share the
+/// registry's writer schemas.
+#[derive(Debug, Clone)]
+pub struct Decoder {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    format: Format,
+    json: Option<json::JsonDecoder>,
+    writers: Option<WriterSchemas>,
+    output: SchemaRef,
+}
+
+impl Decoder {
+    /// A decoder of `format`; with `writers`, values are registry-framed.
+    pub fn new(format: Format, writers: Option<WriterSchemas>) -> Self {
+        let mut fields: Vec<Field> = format.columns().fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.extend(provenance_fields());
+        if writers.is_some() {
+            fields.push(Field::new("_schema_id", DataType::Int32, false));
+        }
+        let json = match &format {
+            Format::Json { columns } => Some(json::JsonDecoder::new(columns.clone())),
+            _ => None,
+        };
+        Self { inner: Arc::new(Inner { format, json, writers, output: Arc::new(Schema::new(fields)) }) }
+    }
+
+    /// The schema of decoded rows: the declared columns, then the provenance columns.
+    pub fn output_schema(&self) -> &SchemaRef {
+        &self.inner.output
+    }
+
+    /// The registry's writer schemas, in registry mode.
+    pub fn writers(&self) -> Option<&WriterSchemas> {
+        self.inner.writers.as_ref()
+    }
+
+    /// Decodes a run on the blocking pool; in registry mode it first waits
+    /// (without holding a thread) until every writer schema the run names is
+    /// known, through registry outages.
+    pub fn spawn(&self, messages: Vec<RawMessage>) -> DecodeTask {
+        let decoder = self.clone();
+        DecodeTask(match &self.inner.writers {
+            None => tokio::task::spawn_blocking(move || decoder.decode(messages)),
+            Some(_) => tokio::spawn(async move {
+                let writers = decoder.inner.writers.as_ref().expect("registry mode");
+                writers.prepare(messages.iter().filter_map(|m| writers::schema_id(m.payload()?))).await;
+                tokio::task::spawn_blocking(move || decoder.decode(messages)).await.expect("decoding does not panic")
+            }),
+        })
+    }
+
+    /// Decodes `messages` into one batch of the good ones, and dead letters for the rest.
+    pub fn decode(&self, messages: Vec<RawMessage>) -> Decoded {
+        let started = Instant::now();
+        let inner = &*self.inner;
+        let mut failed: Vec<(usize, String)> = Vec::new();
+        let mut bodies: Vec<Body<'_>> = Vec::with_capacity(messages.len());
+        let mut of_body: Vec<usize> = Vec::with_capacity(messages.len());
+        let mut schema_ids: Vec<i32> = Vec::new();
+        for (i, message) in messages.iter().enumerate() {
+            match self.body(message) {
+                Ok((body, id)) => {
+                    bodies.push(body);
+                    of_body.push(i);
+                    if let Some(id) = id {
+                        schema_ids.push(id as i32);
+                    }
+                }
+                Err(reason) => failed.push((i, reason)),
+            }
+        }
+        let rows = match &inner.format {
+            Format::Json { .. } => inner.json.as_ref().expect("json decoder").decode(&bodies),
+            Format::Avro(declared) => avro::decode(declared, &bodies),
+            Format::Protobuf(declared) => protobuf_rows(declared, &bodies),
+        };
+        drop(bodies);
+        let mut good: Vec<usize> = Vec::with_capacity(of_body.len());
+        let mut good_ids: Vec<i32> = Vec::with_capacity(schema_ids.len());
+        let mut bad = rows.failed.iter().peekable();
+        for (b, &m) in of_body.iter().enumerate() {
+            if bad.peek().is_some_and(|(i, _)| *i == b) {
+                let (_, reason) = bad.next().expect("peeked");
+                failed.push((m, reason.clone()));
+            } else {
+                good.push(m);
+                if let Some(id) = schema_ids.get(b) {
+                    good_ids.push(*id);
+                }
+            }
+        }
+        let columns = inner.format.columns();
+        let declared = match rows.batches.len() {
+            0 => RecordBatch::new_empty(columns.clone()),
+            1 => rows.batches.into_iter().next().expect("one batch"),
+            _ => concat_batches(columns, &rows.batches).expect("batches of the declared columns"),
+        };
+        let batch = self.with_provenance(declared, &messages, &good, inner.writers.is_some().then_some(&good_ids));
+        failed.sort_by_key(|(i, _)| *i);
+        let mut dead = Vec::with_capacity(failed.len());
+        let mut failed = failed.into_iter().peekable();
+        for (i, message) in messages.into_iter().enumerate() {
+            if failed.peek().is_some_and(|(f, _)| *f == i) {
+                let (_, error) = failed.next().expect("peeked");
+                dead.push(DeadLetter { message, error });
+            }
+        }
+        Decoded { batch, dead, took: started.elapsed() }
+    }
+
+    /// A message's value without its framing, or why it cannot be decoded.
+    fn body<'m>(&self, message: &'m RawMessage) -> Result<(Body<'m>, Option<u32>), String> {
+        let value = message.payload().ok_or("the message has no value (a tombstone)")?;
+        let Some(writers) = &self.inner.writers else { return Ok((Body::plain(value), None)) };
+        let protobuf = self.inner.format.data_format() == DataFormat::Protobuf;
+        let framed = registry::unframe(value, protobuf)?;
+        let writer = match writers.get(framed.schema_id) {
+            Some(writer) => writer,
+            None => return Err(format!("schema id {} was never fetched from the registry", framed.schema_id)),
+        };
+        let avro = match &*writer {
+            Writer::Refused(reason) => return Err(reason.clone()),
+            Writer::Avro(text) => Some(text.clone()),
+            Writer::Json => None,
+            Writer::Protobuf(file) => {
+                file.check(&framed.message_indexes)?;
+                None
+            }
+        };
+        Ok((Body { bytes: framed.body, writer: avro }, Some(framed.schema_id)))
+    }
+
+    fn with_provenance(
+        &self,
+        batch: RecordBatch,
+        messages: &[RawMessage],
+        good: &[usize],
+        ids: Option<&Vec<i32>>,
+    ) -> RecordBatch {
+        let rows = || good.iter().map(|&i| &messages[i]);
+        let mut columns = batch.columns().to_vec();
+        let extra: [ArrayRef; 4] = [
+            Arc::new(Int32Array::from_iter_values(rows().map(|m| m.partition))),
+            Arc::new(Int64Array::from_iter_values(rows().map(|m| m.offset))),
+            Arc::new(TimestampMillisecondArray::from_iter(rows().map(|m| m.timestamp)).with_timezone("+00:00")),
+            Arc::new(BinaryArray::from_iter(rows().map(|m| m.key()))),
+        ];
+        columns.extend(extra);
+        if let Some(ids) = ids {
+            columns.push(Arc::new(Int32Array::from(ids.clone())));
+        }
+        RecordBatch::try_new(self.inner.output.clone(), columns).expect("provenance columns match the output schema")
+    }
+}
+
+/// Encodes JSON objects as values of `format`; with `schema_id`, framed as a
+/// registry serializer frames them. For producers: the demo, the tests and
+/// the benchmark make their messages with it.
+pub fn encode_json_values(format: &Format, values: &[String], schema_id: Option<u32>) -> Result<Vec<Vec<u8>>, String> {
+    let frame = |body: Vec<u8>, indexes: Option<&[i32]>| match schema_id {
+        Some(id) => registry::frame(id, indexes, &body),
+        None => body,
+    };
+    match format {
+        Format::Json { .. } => Ok(values.iter().map(|v| frame(v.clone().into_bytes(), None)).collect()),
+        Format::Avro(declared) => {
+            let mut decoder = arrow::json::ReaderBuilder::new(declared.arrow.clone())
+                .with_batch_size(values.len().max(1))
+                .build_decoder()
+                .map_err(|e| e.to_string())?;
+            for v in values {
+                decoder.decode(v.as_bytes()).map_err(|e| e.to_string())?;
+            }
+            let Some(batch) = decoder.flush().map_err(|e| e.to_string())? else { return Ok(vec![]) };
+            avro::encode(&declared.text, &batch, schema_id)
+        }
+        Format::Protobuf(declared) => {
+            let path = protobuf::index_path(&declared.message);
+            values.iter().map(|v| Ok(frame(protobuf::encode_json(&declared.message, v)?, Some(&path)))).collect()
+        }
+    }
+}
+
+/// A run being decoded. Dropping it stops the decoding: a run that waits for
+/// the registry stops waiting once nobody wants its rows (a revoked
+/// partition, a worker gone).
+#[derive(Debug)]
+pub struct DecodeTask(tokio::task::JoinHandle<Decoded>);
+
+impl std::future::Future for DecodeTask {
+    type Output = Decoded;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Decoded> {
+        std::pin::Pin::new(&mut self.0).poll(cx).map(|done| done.expect("decoding does not panic"))
+    }
+}
+
+impl Drop for DecodeTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Protobuf values are decoded with the declared message's descriptor: the
+/// wire format is read by field number, whichever compatible version wrote it.
+fn protobuf_rows(declared: &protobuf::Declared, bodies: &[Body<'_>]) -> Rows {
+    let mut columns = protobuf::Columns::new(&declared.message, &declared.arrow, bodies.len());
+    let mut rows = Rows::default();
+    let mut decoded = 0;
+    for (i, body) in bodies.iter().enumerate() {
+        match prost_reflect::DynamicMessage::decode(declared.message.clone(), body.bytes) {
+            Ok(message) => {
+                columns.append(&message);
+                decoded += 1;
+            }
+            Err(e) => {
+                rows.failed.push((i, format!("not a valid Protobuf {} message: {e}", declared.message.full_name())))
+            }
+        }
+    }
+    if decoded > 0 {
+        let batch = RecordBatch::try_new(declared.arrow.clone(), columns.finish())
+            .expect("columns built for the declared message");
+        rows.batches.push(batch);
+    }
+    rows
+}
 
 /// One Kafka message, as consumed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,3 +484,107 @@ pub fn provenance_fields() -> [Field; 4] {
     ]
 }
 
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::Int64Type;
+
+    use super::*;
+
+    fn msg(offset: i64, payload: &[u8]) -> RawMessage {
+        RawMessage::new(2, offset, Some(1_700_000_000_000 + offset), Some(b"k"), Some(payload), vec![])
+    }
+
+    fn decoder(format: DataFormat, schema: &str, message: Option<&str>) -> Decoder {
+        Decoder::new(Format::parse(format, schema, message).unwrap(), None)
+    }
+
+    fn offsets(decoded: &Decoded) -> Vec<i64> {
+        decoded.batch.column_by_name("_offset").unwrap().as_primitive::<Int64Type>().values().to_vec()
+    }
+
+    #[test]
+    fn rows_carry_where_they_came_from_and_bad_messages_become_dead_letters_in_order() {
+        let d = decoder(
+            DataFormat::Json,
+            r#"{"type":"object","required":["id"],"properties":{"id":{"type":"integer"},"name":{"type":"string"}}}"#,
+            None,
+        );
+        let tombstone = RawMessage::new(2, 14, None, Some(b"k"), None, vec![]);
+        let decoded = d.decode(vec![
+            msg(10, br#"{"id": 1, "name": "a"}"#),
+            msg(11, b"not json"),
+            msg(12, br#"{"id": 2}"#),
+            msg(13, br#"{"name": "no id"}"#),
+            tombstone,
+        ]);
+        let names: Vec<&str> = decoded.batch.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["id", "name", "_partition", "_offset", "_timestamp", "_key"]);
+        assert_eq!(decoded.batch.column(0).as_primitive::<Int64Type>().values(), &[1, 2]);
+        assert_eq!(offsets(&decoded), [10, 12]);
+        assert!(decoded.batch.column(1).is_null(1));
+        let dead: Vec<(i64, &str)> = decoded.dead.iter().map(|d| (d.message.offset, d.error.as_str())).collect();
+        assert_eq!(dead[1], (13, "required property `id` is missing or null"));
+        assert_eq!(dead[2], (14, "the message has no value (a tombstone)"));
+        assert_eq!(dead.len(), 3);
+        let nothing = d.decode(vec![]);
+        assert_eq!((nothing.batch.num_rows(), nothing.dead.len()), (0, 0));
+    }
+
+    const AVRO: &str =
+        r#"{"type":"record","name":"R","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}"#;
+
+    fn avro_values(ids: &[i64]) -> Vec<Vec<u8>> {
+        let values: Vec<String> = ids.iter().map(|i| format!(r#"{{"id": {i}, "name": "n{i}"}}"#)).collect();
+        encode_json_values(&Format::parse(DataFormat::Avro, AVRO, None).unwrap(), &values, None).unwrap()
+    }
+
+    #[test]
+    fn avro_datums_around_bad_ones_all_decode_in_order() {
+        let d = decoder(DataFormat::Avro, AVRO, None);
+        let good = avro_values(&[1, 2, 3, 4]);
+        let mut trailing = good[2].clone();
+        trailing.extend_from_slice(b"junk");
+        let cut = &good[1][..good[1].len() - 1];
+        let decoded = d.decode(vec![
+            msg(0, &good[0]),
+            msg(1, cut),
+            msg(2, &good[1]),
+            msg(3, &trailing),
+            msg(4, &good[3]),
+            msg(5, &good[2]),
+        ]);
+        assert_eq!(decoded.batch.column(0).as_primitive::<Int64Type>().values(), &[1, 2, 4, 3]);
+        assert_eq!(offsets(&decoded), [0, 2, 4, 5]);
+        let dead: Vec<i64> = decoded.dead.iter().map(|d| d.message.offset).collect();
+        assert_eq!(dead, [1, 3]);
+        assert!(decoded.dead[0].error.starts_with("not a complete, valid Avro record"), "{}", decoded.dead[0].error);
+        assert_eq!(
+            decoded.dead[1].error,
+            "the value holds 4 bytes after the Avro record: it is not one record of its writer schema"
+        );
+    }
+
+    #[test]
+    fn protobuf_values_decode_and_garbage_is_a_dead_letter() {
+        let proto = "syntax = \"proto3\"; package p; message M { int64 id = 1; repeated string tags = 2; }";
+        let format = Format::parse(DataFormat::Protobuf, proto, Some("p.M")).unwrap();
+        let values =
+            encode_json_values(&format, &[r#"{"id": 7, "tags": ["a", "b"]}"#.into(), "{}".into()], None).unwrap();
+        let decoded =
+            Decoder::new(format, None).decode(vec![msg(0, &values[0]), msg(1, &[0x0a, 0xff]), msg(2, &values[1])]);
+        assert_eq!(decoded.batch.column(0).as_primitive::<Int64Type>().values(), &[7, 0]);
+        let tags = decoded.batch.column(1).as_list::<i32>();
+        assert_eq!((tags.value(0).len(), tags.value(1).len()), (2, 0));
+        assert_eq!(decoded.dead.len(), 1);
+        assert!(decoded.dead[0].error.starts_with("not a valid Protobuf p.M message"), "{}", decoded.dead[0].error);
+    }
+
+    #[test]
+    fn a_column_parquet_cannot_hold_is_refused_when_declared() {
+        let err =
+            Format::parse(DataFormat::Protobuf, "syntax = \"proto3\"; message E {} message M { E e = 1; }", Some("M"))
+                .unwrap_err();
+        assert!(err.contains("field `e`") && err.contains("parquet"), "{err}");
+    }
+}

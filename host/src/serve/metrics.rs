@@ -8,6 +8,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::formats::writers::RegistryEvent;
 use crate::worker::WorkerEvent;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -50,6 +51,7 @@ pub struct Metrics {
     publishers_failed: Family<PublisherLabels, Counter>,
     consumer_lag: Family<PartitionLabels, Gauge>,
     publishers: Family<StateLabels, Gauge>,
+    registry_waiting: Family<PublisherLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -66,6 +68,7 @@ impl Default for Metrics {
             publishers_failed: Family::default(),
             consumer_lag: Family::default(),
             publishers: Family::default(),
+            registry_waiting: Family::default(),
             registry: Registry::default(),
         };
         registry.register("batches_closed", "Batches closed, by rollover reason", m.batches_closed.clone());
@@ -86,6 +89,11 @@ impl Default for Metrics {
         );
         registry.register("consumer_lag", "Messages on the topic not yet committed", m.consumer_lag.clone());
         registry.register("publishers", "Publishers by worker state", m.publishers.clone());
+        registry.register(
+            "registry_waiting",
+            "1 while a publisher waits for its schema registry to answer (messages are held, not dead-lettered)",
+            m.registry_waiting.clone(),
+        );
         Self { registry, ..m }
     }
 }
@@ -115,7 +123,16 @@ impl Metrics {
             WorkerEvent::AttemptFailed { .. } => {
                 self.attempts_failed.get_or_create(labels).inc();
             }
-            WorkerEvent::Assigned(_) | WorkerEvent::Revoked(_) | WorkerEvent::Dropped { .. } => {}
+            WorkerEvent::Registry(RegistryEvent::Waiting { .. }) => {
+                self.registry_waiting.get_or_create(labels).set(1);
+            }
+            WorkerEvent::Registry(RegistryEvent::Reachable) => {
+                self.registry_waiting.get_or_create(labels).set(0);
+            }
+            WorkerEvent::Assigned(_)
+            | WorkerEvent::Revoked(_)
+            | WorkerEvent::Dropped { .. }
+            | WorkerEvent::Registry(RegistryEvent::Schema { .. }) => {}
         }
     }
 

@@ -23,8 +23,10 @@ use super::supervisor::WorkerState;
 use crate::catalog::{Catalog, Execution, PublisherRecord, Tenant};
 use crate::consume::{self, CheckError};
 use crate::declaration::{Declaration, Resolved};
+use crate::formats::registry::{RegistryClient, value_subject};
+use crate::formats::{Format, writers};
 use crate::plugin::Limits;
-use crate::source::KafkaConnection;
+use crate::source::{KafkaConnection, SchemaRegistry};
 use crate::worker::{StreamPublisher, table_name_for_topic};
 
 #[derive(Deserialize)]
@@ -146,6 +148,10 @@ pub async fn register(
     }
     let topic = resolved.source.topic.clone();
     check_broker(&app, connection.clone(), Some(topic.clone())).await?;
+    let cross_checked = match &connection.schema_registry {
+        Some(registry) => Some(cross_check(registry.clone(), resolved.source.format.clone(), topic.clone()).await?),
+        None => None,
+    };
 
     if let Some(existing) = &existing {
         app.supervisor.stop(&existing.key()).await;
@@ -164,12 +170,28 @@ pub async fn register(
         status,
         Json(json!({
             "message": format!(
-                "connection check passed and the topic exists; publisher {}/{name} {verb}, writing table {}/{}",
+                "connection check passed and the topic exists; {}publisher {}/{name} {verb}, writing table {}/{}",
+                cross_checked.map(|m| format!("{m}; ")).unwrap_or_default(),
                 collection.name, collection.name, table_name_for_topic(&topic)
             ),
             "publisher": summary(&app, &record)?,
         })),
     ))
+}
+
+/// Registry mode: the declared schema must read what the registry holds for
+/// the topic's subject. A 422 that names the field and both types otherwise,
+/// or says the registry or the subject is missing.
+async fn cross_check(registry: SchemaRegistry, format: Format, topic: String) -> ApiResult<String> {
+    tokio::task::spawn_blocking(move || {
+        let client = RegistryClient::new(&registry).map_err(|e| ApiError::invalid(e.to_string()))?;
+        let latest = writers::cross_check(&format, &client, &topic).map_err(|e| ApiError::invalid(e.to_string()))?;
+        Ok(format!(
+            "schema cross-checked against the registry (subject {}, version {}, id {})",
+            latest.subject, latest.version, latest.id
+        ))
+    })
+    .await?
 }
 
 fn find(app: &App, tenant: &Tenant, collection: &str, name: &str) -> ApiResult<PublisherRecord> {
@@ -291,6 +313,7 @@ pub async fn status(
     let source = &resolved.source;
     let rollover = source.config.rollover(resolved.flush_interval_mins);
     let last = app.catalog.recent_executions(&record.key(), 1)?.pop().map(|e| execution_view(&tenant, e));
+    let registry = app.supervisor.registry(&record.key());
     let lag = match record.collection.connection.clone() {
         Some(connection) => {
             let (task_app, topic, key) = (app.clone(), source.topic.clone(), record.key());
@@ -308,7 +331,15 @@ pub async fn status(
         "collection": record.collection.name,
         "name": record.name,
         "topic": source.topic,
-        "data_format": source.data_format,
+        "data_format": source.format.data_format(),
+        "message": match &source.format { Format::Protobuf(p) => Some(p.message.full_name().to_string()), _ => None },
+        "schema_registry": record.collection.connection.as_ref().and_then(|c| c.schema_registry.as_ref()).map(|r| json!({
+            "url": r.url,
+            "subject": value_subject(&source.topic),
+            "waiting": registry.as_ref().and_then(|v| v.waiting.clone()),
+            "waiting_since_ms": registry.as_ref().and_then(|v| v.waiting_since_ms),
+            "schema_ids": registry.as_ref().map(|v| v.schema_ids.iter().map(|(id, usable)| json!({"id": id, "usable": usable})).collect::<Vec<_>>()).unwrap_or_default(),
+        })),
         "dead_letter_topic": source.dead_letter_topic,
         "output_table": format!("{}/{}", record.collection.name, table_name_for_topic(&source.topic)),
         "plugin": record.plugin,

@@ -9,7 +9,19 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::metrics::{Metrics, PublisherLabels};
+use crate::formats::writers::RegistryEvent;
 use crate::worker::{self, Node, StreamPublisher, WorkerEvent, WorkerExit, WorkerOptions};
+
+/// What a registry-mode worker last heard from its schema registry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RegistryView {
+    /// Set while the registry cannot be reached: its error. Messages wait meanwhile.
+    pub waiting: Option<String>,
+    /// When the wait began (ms since the epoch).
+    pub waiting_since_ms: Option<i64>,
+    /// The writer schema ids fetched, and whether their messages decode (false: they are dead letters).
+    pub schema_ids: std::collections::BTreeMap<u32, bool>,
+}
 
 /// What a publisher's worker is doing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -40,6 +52,7 @@ struct Running {
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
     state: Arc<Mutex<WorkerState>>,
+    registry: Arc<Mutex<RegistryView>>,
     publisher: Option<StreamPublisher>,
     labels: PublisherLabels,
 }
@@ -63,12 +76,27 @@ impl Supervisor {
     /// Starts `publisher`'s worker under `key` (the caller stops any earlier one first).
     pub fn start(&self, key: String, labels: PublisherLabels, publisher: StreamPublisher) {
         let state = Arc::new(Mutex::new(WorkerState::Consuming { partitions: vec![] }));
+        let registry = Arc::new(Mutex::new(RegistryView::default()));
         let (stop, shutdown) = watch::channel(false);
         let (events_tx, mut events) = mpsc::unbounded_channel::<WorkerEvent>();
         let (metrics, task_state, task_labels) = (self.metrics.clone(), state.clone(), labels.clone());
+        let task_registry = registry.clone();
         let watched = tokio::spawn(async move {
             while let Some(event) = events.recv().await {
                 metrics.observe(&task_labels, &event);
+                if let WorkerEvent::Registry(e) = &event {
+                    let mut view = task_registry.lock().unwrap_or_else(|e| e.into_inner());
+                    match e {
+                        RegistryEvent::Waiting { error } => {
+                            view.waiting_since_ms.get_or_insert_with(crate::catalog::now_ms);
+                            view.waiting = Some(error.clone());
+                        }
+                        RegistryEvent::Reachable => (view.waiting, view.waiting_since_ms) = (None, None),
+                        RegistryEvent::Schema { id, usable } => {
+                            view.schema_ids.insert(*id, *usable);
+                        }
+                    }
+                }
                 let mut state = task_state.lock().unwrap_or_else(|e| e.into_inner());
                 if let WorkerState::Consuming { partitions } = &mut *state {
                     match &event {
@@ -102,7 +130,7 @@ impl Supervisor {
                 None => *state = WorkerState::Paused,
             }
         });
-        let running = Running { stop, task: Some(task), state, publisher: Some(publisher), labels };
+        let running = Running { stop, task: Some(task), state, registry, publisher: Some(publisher), labels };
         self.workers().insert(key, running);
     }
 
@@ -112,7 +140,8 @@ impl Supervisor {
         self.metrics.publisher_failed(&labels);
         let (stop, _) = watch::channel(true);
         let state = Arc::new(Mutex::new(WorkerState::Failed { error }));
-        self.workers().insert(key, Running { stop, task: None, state, publisher: None, labels });
+        let registry = Arc::default();
+        self.workers().insert(key, Running { stop, task: None, state, registry, publisher: None, labels });
     }
 
     /// Stops a worker gracefully (its open batch is committed within the
@@ -135,6 +164,11 @@ impl Supervisor {
     /// The worker's state; `None` when this node runs no worker for `key`.
     pub fn state(&self, key: &str) -> Option<WorkerState> {
         self.workers().get(key).map(|r| r.state.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+
+    /// What the worker last heard from its schema registry; `None` when this node runs no worker for `key`.
+    pub fn registry(&self, key: &str) -> Option<RegistryView> {
+        self.workers().get(key).map(|r| r.registry.lock().unwrap_or_else(|e| e.into_inner()).clone())
     }
 
     /// How many workers are in each state.

@@ -1,0 +1,666 @@
+//! An in-process schema registry: the REST subset of Confluent's Schema
+//! Registry that serializers, deserializers and weir use, on a loopback
+//! port. `weir demo --format avro|protobuf` runs on it, and so do the tests
+//! (which drive it with Confluent's own Python client to prove it answers as
+//! the real one does).
+//!
+//! What it serves: schemas by id (`GET /schemas/ids/{id}`, with `/versions`
+//! and `/subjects`), subjects and their versions (`GET /subjects`,
+//! `/subjects/{s}/versions[/{v}[/schema]]`, `DELETE`), registration
+//! (`POST /subjects/{s}/versions`), lookup (`POST /subjects/{s}`),
+//! compatibility (`POST /compatibility/subjects/{s}/versions/{v}`, enforced on
+//! registration by the subject's or the global level), `GET/PUT /config[/{s}]`,
+//! `GET /mode`, `GET /schemas/types`; Confluent's error codes (40401 subject
+//! not found, 40402 version not found, 40403 schema not found, 42201 invalid
+//! schema, 409 incompatible) and media type; optional basic authentication.
+//!
+//! One difference: a Protobuf schema registered as a serialized descriptor is
+//! served back as such, where Confluent's prints it as `.proto` text; asked for
+//! with `format=serialized` (as weir and Confluent's deserializers ask) both
+//! answer the same. Text `.proto` schemas are compiled to answer that.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::prelude::{BASE64_STANDARD, Engine as _};
+use prost_reflect::prost::Message as _;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::formats::registry::{CONTENT_TYPE, Reference, SchemaType};
+use crate::formats::{avro_schema::AvroSchema, json_schema, protobuf};
+
+#[derive(Debug, Clone)]
+struct Stored {
+    schema_type: SchemaType,
+    schema: String,
+    references: Vec<Reference>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Version {
+    version: i64,
+    id: u32,
+    deleted: bool,
+}
+
+#[derive(Default)]
+struct Store {
+    /// Schemas by id (id = index + 1).
+    schemas: Vec<Stored>,
+    subjects: BTreeMap<String, Vec<Version>>,
+    global_level: Option<String>,
+    levels: HashMap<String, String>,
+}
+
+struct Shared {
+    store: Mutex<Store>,
+    /// `Basic <base64(user:password)>` the registry requires, if any.
+    authorization: Option<String>,
+}
+
+/// A running registry; [`EmbeddedRegistry::stop`] and [`EmbeddedRegistry::resume`] make an outage.
+pub struct EmbeddedRegistry {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    server: Option<(tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>)>,
+}
+
+impl EmbeddedRegistry {
+    /// Starts a registry on a free loopback port.
+    pub fn start() -> anyhow::Result<Self> {
+        Self::start_with(None)
+    }
+
+    /// Starts one that requires basic authentication with these credentials.
+    pub fn start_with_credentials(username: &str, password: &str) -> anyhow::Result<Self> {
+        Self::start_with(Some(format!("Basic {}", BASE64_STANDARD.encode(format!("{username}:{password}")))))
+    }
+
+    fn start_with(authorization: Option<String>) -> anyhow::Result<Self> {
+        let shared = Arc::new(Shared { store: Mutex::default(), authorization });
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding the embedded registry")?;
+        let addr = listener.local_addr()?;
+        let mut registry = Self { shared, addr, server: None };
+        registry.serve(listener)?;
+        Ok(registry)
+    }
+
+    fn serve(&mut self, listener: std::net::TcpListener) -> anyhow::Result<()> {
+        listener.set_nonblocking(true)?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let app = router(self.shared.clone());
+        let thread = std::thread::Builder::new().name("weir-registry".into()).spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("registry runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).expect("registry listener");
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        })?;
+        self.server = Some((stop, thread));
+        Ok(())
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Takes the registry away: its port refuses connections until [`EmbeddedRegistry::resume`].
+    pub fn stop(&mut self) {
+        if let Some((stop, thread)) = self.server.take() {
+            let _ = stop.send(());
+            let _ = thread.join();
+        }
+    }
+
+    /// Serves again on the same port, with everything it held.
+    pub fn resume(&mut self) -> anyhow::Result<()> {
+        if self.server.is_none() {
+            let listener = std::net::TcpListener::bind(self.addr).context("binding the embedded registry again")?;
+            self.serve(listener)?;
+        }
+        Ok(())
+    }
+
+    /// Registers a schema under `subject` (what a serializer does over HTTP); returns its id.
+    pub fn register(
+        &self,
+        subject: &str,
+        schema_type: SchemaType,
+        schema: &str,
+        references: Vec<Reference>,
+    ) -> Result<u32, String> {
+        let mut store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+        register(&mut store, subject, Stored { schema_type, schema: schema.to_string(), references })
+            .map(|(id, _)| id)
+            .map_err(|e| e.message)
+    }
+
+    /// The ids of `subject`'s versions, oldest first.
+    pub fn ids(&self, subject: &str) -> Vec<u32> {
+        let store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+        store.subjects.get(subject).into_iter().flatten().filter(|v| !v.deleted).map(|v| v.id).collect()
+    }
+
+    /// Sets a subject's compatibility level (`NONE`, `BACKWARD`, …).
+    pub fn set_compatibility(&self, subject: &str, level: &str) {
+        let mut store = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+        store.levels.insert(subject.to_string(), level.to_string());
+    }
+}
+
+impl Drop for EmbeddedRegistry {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/", get(|| async { reply(StatusCode::OK, json!({})) }))
+        .route("/schemas/types", get(|| async { reply(StatusCode::OK, json!(["JSON", "PROTOBUF", "AVRO"])) }))
+        .route("/schemas/ids/{id}", get(schema_by_id))
+        .route("/schemas/ids/{id}/schema", get(raw_schema_by_id))
+        .route("/schemas/ids/{id}/versions", get(versions_of_id))
+        .route("/schemas/ids/{id}/subjects", get(subjects_of_id))
+        .route("/subjects", get(subjects))
+        .route("/subjects/{subject}", post(lookup).delete(delete_subject))
+        .route("/subjects/{subject}/versions", get(versions).post(register_version))
+        .route("/subjects/{subject}/versions/{version}", get(version).delete(delete_version))
+        .route("/subjects/{subject}/versions/{version}/schema", get(raw_version))
+        .route("/compatibility/subjects/{subject}/versions/{version}", post(compatibility))
+        .route("/config", get(global_config).put(set_global_config))
+        .route("/config/{subject}", get(subject_config).put(set_subject_config))
+        .route("/mode", get(|| async { reply(StatusCode::OK, json!({"mode": "READWRITE"})) }))
+        .fallback(|| async { Failure::new(StatusCode::NOT_FOUND, 404, "HTTP 404 Not Found") })
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), authenticate))
+        .with_state(shared)
+}
+
+type Shared_ = State<Arc<Shared>>;
+
+async fn authenticate(
+    State(shared): Shared_,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(expected) = &shared.authorization {
+        let given = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        if given != Some(expected.as_str()) {
+            return Failure::new(StatusCode::UNAUTHORIZED, 401, "Unauthorized").into_response();
+        }
+    }
+    next.run(request).await
+}
+
+fn reply(status: StatusCode, body: Value) -> Response {
+    (status, [(header::CONTENT_TYPE, CONTENT_TYPE)], body.to_string()).into_response()
+}
+
+/// A registry error: an HTTP status and Confluent's `error_code`.
+#[derive(Debug)]
+struct Failure {
+    status: StatusCode,
+    code: i64,
+    message: String,
+}
+
+impl Failure {
+    fn new(status: StatusCode, code: i64, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into() }
+    }
+    fn subject(subject: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, 40401, format!("Subject '{subject}' not found."))
+    }
+    fn version(version: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, 40402, format!("Version {version} not found."))
+    }
+    fn schema(id: impl std::fmt::Display) -> Self {
+        Self::new(StatusCode::NOT_FOUND, 40403, format!("Schema {id} not found"))
+    }
+    fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, 42201, message)
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        reply(self.status, json!({"error_code": self.code, "message": self.message}))
+    }
+}
+
+type Answer = Result<Response, Failure>;
+
+fn store(shared: &Shared) -> std::sync::MutexGuard<'_, Store> {
+    shared.store.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Query parameters, as clients send them (`true`, `True`, …).
+#[derive(Deserialize, Default)]
+struct Params {
+    format: Option<String>,
+    deleted: Option<String>,
+    #[serde(rename = "defaultToGlobal")]
+    default_to_global: Option<String>,
+}
+
+fn yes(flag: &Option<String>) -> bool {
+    flag.as_deref().is_some_and(|f| f.eq_ignore_ascii_case("true"))
+}
+
+/// The fields of a schema in an answer: `schemaType` only when not Avro, `references` only when there are some.
+fn schema_fields(store: &Store, id: u32, format: Option<&str>) -> Result<serde_json::Map<String, Value>, Failure> {
+    let stored = store.schemas.get(id as usize - 1).ok_or_else(|| Failure::schema(id))?;
+    let mut out = serde_json::Map::new();
+    if stored.schema_type != SchemaType::Avro {
+        out.insert("schemaType".into(), json!(stored.schema_type.as_str()));
+    }
+    let schema = match (stored.schema_type, format) {
+        (SchemaType::Protobuf, Some("serialized")) => serialized_proto(store, stored).map_err(Failure::invalid)?,
+        _ => stored.schema.clone(),
+    };
+    out.insert("schema".into(), json!(schema));
+    if !stored.references.is_empty() {
+        out.insert("references".into(), json!(stored.references));
+    }
+    Ok(out)
+}
+
+fn id_param(id: &str) -> Result<u32, Failure> {
+    id.parse::<u32>().ok().filter(|id| *id > 0).ok_or_else(|| Failure::schema(id))
+}
+
+async fn schema_by_id(State(shared): Shared_, Path(id): Path<String>, Query(q): Query<Params>) -> Answer {
+    let id = id_param(&id)?;
+    let store = store(&shared);
+    Ok(reply(StatusCode::OK, Value::Object(schema_fields(&store, id, q.format.as_deref())?)))
+}
+
+async fn raw_schema_by_id(State(shared): Shared_, Path(id): Path<String>) -> Answer {
+    let id = id_param(&id)?;
+    let store = store(&shared);
+    let stored = store.schemas.get(id as usize - 1).ok_or_else(|| Failure::schema(id))?;
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], stored.schema.clone()).into_response())
+}
+
+fn uses_of(store: &Store, id: u32) -> Vec<(String, i64)> {
+    let mut uses = Vec::new();
+    for (subject, versions) in &store.subjects {
+        for v in versions.iter().filter(|v| v.id == id && !v.deleted) {
+            uses.push((subject.clone(), v.version));
+        }
+    }
+    uses
+}
+
+async fn versions_of_id(State(shared): Shared_, Path(id): Path<String>) -> Answer {
+    let id = id_param(&id)?;
+    let store = store(&shared);
+    store.schemas.get(id as usize - 1).ok_or_else(|| Failure::schema(id))?;
+    let uses: Vec<Value> = uses_of(&store, id).into_iter().map(|(s, v)| json!({"subject": s, "version": v})).collect();
+    Ok(reply(StatusCode::OK, json!(uses)))
+}
+
+async fn subjects_of_id(State(shared): Shared_, Path(id): Path<String>) -> Answer {
+    let id = id_param(&id)?;
+    let store = store(&shared);
+    store.schemas.get(id as usize - 1).ok_or_else(|| Failure::schema(id))?;
+    let mut subjects: Vec<String> = uses_of(&store, id).into_iter().map(|(s, _)| s).collect();
+    subjects.dedup();
+    Ok(reply(StatusCode::OK, json!(subjects)))
+}
+
+fn live(store: &Store, subject: &str) -> Result<Vec<Version>, Failure> {
+    let versions: Vec<Version> =
+        store.subjects.get(subject).map(|v| v.iter().filter(|v| !v.deleted).copied().collect()).unwrap_or_default();
+    if versions.is_empty() { Err(Failure::subject(subject)) } else { Ok(versions) }
+}
+
+async fn subjects(State(shared): Shared_) -> Answer {
+    let store = store(&shared);
+    let names: Vec<&String> =
+        store.subjects.iter().filter(|(_, v)| v.iter().any(|v| !v.deleted)).map(|(s, _)| s).collect();
+    Ok(reply(StatusCode::OK, json!(names)))
+}
+
+async fn versions(State(shared): Shared_, Path(subject): Path<String>) -> Answer {
+    let store = store(&shared);
+    let numbers: Vec<i64> = live(&store, &subject)?.iter().map(|v| v.version).collect();
+    Ok(reply(StatusCode::OK, json!(numbers)))
+}
+
+fn find_version(store: &Store, subject: &str, version: &str) -> Result<Version, Failure> {
+    let versions = live(store, subject)?;
+    match version {
+        "latest" | "-1" => Ok(*versions.last().expect("live versions are not empty")),
+        number => {
+            let n: i64 = number.parse().map_err(|_| {
+                Failure::new(StatusCode::UNPROCESSABLE_ENTITY, 42202, format!("The specified version '{number}' is not a valid version id. Allowed values are between [1, 2^31-1] and the string \"latest\""))
+            })?;
+            versions.into_iter().find(|v| v.version == n).ok_or_else(|| Failure::version(number))
+        }
+    }
+}
+
+fn version_body(store: &Store, subject: &str, v: Version, format: Option<&str>) -> Result<Value, Failure> {
+    let mut body = serde_json::Map::new();
+    body.insert("subject".into(), json!(subject));
+    body.insert("version".into(), json!(v.version));
+    body.insert("id".into(), json!(v.id));
+    body.extend(schema_fields(store, v.id, format)?);
+    Ok(Value::Object(body))
+}
+
+async fn version(
+    State(shared): Shared_,
+    Path((subject, version)): Path<(String, String)>,
+    Query(q): Query<Params>,
+) -> Answer {
+    let store = store(&shared);
+    let v = find_version(&store, &subject, &version)?;
+    Ok(reply(StatusCode::OK, version_body(&store, &subject, v, q.format.as_deref())?))
+}
+
+async fn raw_version(State(shared): Shared_, Path((subject, version)): Path<(String, String)>) -> Answer {
+    let store = store(&shared);
+    let v = find_version(&store, &subject, &version)?;
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, CONTENT_TYPE)], store.schemas[v.id as usize - 1].schema.clone())
+        .into_response())
+}
+
+async fn delete_subject(State(shared): Shared_, Path(subject): Path<String>) -> Answer {
+    let mut store = store(&shared);
+    let numbers: Vec<i64> = live(&store, &subject)?.iter().map(|v| v.version).collect();
+    for v in store.subjects.get_mut(&subject).into_iter().flatten() {
+        v.deleted = true;
+    }
+    Ok(reply(StatusCode::OK, json!(numbers)))
+}
+
+async fn delete_version(State(shared): Shared_, Path((subject, version)): Path<(String, String)>) -> Answer {
+    let mut store = store(&shared);
+    let found = find_version(&store, &subject, &version)?;
+    for v in store.subjects.get_mut(&subject).into_iter().flatten().filter(|v| v.version == found.version) {
+        v.deleted = true;
+    }
+    Ok(reply(StatusCode::OK, json!(found.version)))
+}
+
+#[derive(Deserialize)]
+struct SchemaRequest {
+    schema: String,
+    #[serde(default, rename = "schemaType")]
+    schema_type: SchemaType,
+    #[serde(default)]
+    references: Vec<Reference>,
+}
+
+fn parse_request(body: &Bytes) -> Result<Stored, Failure> {
+    let request: SchemaRequest = serde_json::from_slice(body).map_err(|e| {
+        Failure::new(StatusCode::UNPROCESSABLE_ENTITY, 422, format!("Unrecognized field or bad JSON: {e}"))
+    })?;
+    Ok(Stored { schema_type: request.schema_type, schema: request.schema, references: request.references })
+}
+
+async fn register_version(State(shared): Shared_, Path(subject): Path<String>, body: Bytes) -> Answer {
+    let stored = parse_request(&body)?;
+    let mut store = store(&shared);
+    let (id, _) = register(&mut store, &subject, stored)?;
+    Ok(reply(StatusCode::OK, json!({"id": id})))
+}
+
+async fn lookup(State(shared): Shared_, Path(subject): Path<String>, Query(q): Query<Params>, body: Bytes) -> Answer {
+    let stored = parse_request(&body)?;
+    let store = store(&shared);
+    let versions: Vec<Version> = store
+        .subjects
+        .get(&subject)
+        .map(|v| v.iter().filter(|v| !v.deleted || yes(&q.deleted)).copied().collect())
+        .unwrap_or_default();
+    if versions.is_empty() {
+        return Err(Failure::subject(&subject));
+    }
+    let key = canonical(&stored);
+    let found = versions.iter().rev().find(|v| canonical(&store.schemas[v.id as usize - 1]) == key);
+    match found {
+        Some(v) => Ok(reply(StatusCode::OK, version_body(&store, &subject, *v, None)?)),
+        None => Err(Failure::new(StatusCode::NOT_FOUND, 40403, "Schema not found")),
+    }
+}
+
+async fn compatibility(
+    State(shared): Shared_,
+    Path((subject, version)): Path<(String, String)>,
+    body: Bytes,
+) -> Answer {
+    let stored = parse_request(&body)?;
+    let store = store(&shared);
+    validate(&store, &stored)?;
+    // A subject with no versions yet is compatible with anything.
+    let against: Vec<Version> = match live(&store, &subject) {
+        Ok(_) => vec![find_version(&store, &subject, &version)?],
+        Err(_) => vec![],
+    };
+    let level = level(&store, &subject);
+    let messages: Vec<String> =
+        against.iter().filter_map(|v| check_level(&level, &stored, &store.schemas[v.id as usize - 1]).err()).collect();
+    Ok(reply(StatusCode::OK, json!({"is_compatible": messages.is_empty(), "messages": messages})))
+}
+
+fn level(store: &Store, subject: &str) -> String {
+    store.levels.get(subject).or(store.global_level.as_ref()).cloned().unwrap_or_else(|| "BACKWARD".to_string())
+}
+
+async fn global_config(State(shared): Shared_) -> Answer {
+    let store = store(&shared);
+    Ok(reply(
+        StatusCode::OK,
+        json!({"compatibilityLevel": store.global_level.clone().unwrap_or_else(|| "BACKWARD".into())}),
+    ))
+}
+
+async fn subject_config(State(shared): Shared_, Path(subject): Path<String>, Query(q): Query<Params>) -> Answer {
+    let store = store(&shared);
+    match store.levels.get(&subject) {
+        Some(level) => Ok(reply(StatusCode::OK, json!({"compatibilityLevel": level}))),
+        None if yes(&q.default_to_global) => {
+            Ok(reply(StatusCode::OK, json!({"compatibilityLevel": level(&store, &subject)})))
+        }
+        None => Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            40408,
+            format!("Subject '{subject}' does not have subject-level compatibility configured"),
+        )),
+    }
+}
+
+const LEVELS: &[&str] =
+    &["NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE"];
+
+fn config_level(body: &Bytes) -> Result<String, Failure> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| Failure::new(StatusCode::UNPROCESSABLE_ENTITY, 422, e.to_string()))?;
+    let level = value.get("compatibility").or_else(|| value.get("compatibilityLevel")).and_then(Value::as_str);
+    match level.map(str::to_uppercase) {
+        Some(level) if LEVELS.contains(&level.as_str()) => Ok(level),
+        _ => Err(Failure::new(StatusCode::UNPROCESSABLE_ENTITY, 42203, "Invalid compatibility level")),
+    }
+}
+
+async fn set_global_config(State(shared): Shared_, body: Bytes) -> Answer {
+    let level = config_level(&body)?;
+    store(&shared).global_level = Some(level.clone());
+    Ok(reply(StatusCode::OK, json!({"compatibility": level})))
+}
+
+async fn set_subject_config(State(shared): Shared_, Path(subject): Path<String>, body: Bytes) -> Answer {
+    let level = config_level(&body)?;
+    store(&shared).levels.insert(subject, level.clone());
+    Ok(reply(StatusCode::OK, json!({"compatibility": level})))
+}
+
+/// Registers `stored` under `subject`: the same schema again is the version it
+/// already is; a schema known under another subject keeps its id.
+fn register(store: &mut Store, subject: &str, stored: Stored) -> Result<(u32, i64), Failure> {
+    validate(store, &stored)?;
+    let key = canonical(&stored);
+    let live_versions: Vec<Version> =
+        store.subjects.get(subject).map(|v| v.iter().filter(|v| !v.deleted).copied().collect()).unwrap_or_default();
+    if let Some(v) = live_versions.iter().find(|v| canonical(&store.schemas[v.id as usize - 1]) == key) {
+        return Ok((v.id, v.version));
+    }
+    let level = level(store, subject);
+    let transitive = level.ends_with("_TRANSITIVE");
+    let against: Vec<&Version> =
+        if transitive { live_versions.iter().collect() } else { live_versions.last().into_iter().collect() };
+    for v in against {
+        if let Err(reason) = check_level(&level, &stored, &store.schemas[v.id as usize - 1]) {
+            return Err(Failure::new(
+                StatusCode::CONFLICT,
+                409,
+                format!(
+                    "Schema being registered is incompatible with an earlier schema for subject \"{subject}\", details: [{reason}]"
+                ),
+            ));
+        }
+    }
+    let id = match store.schemas.iter().position(|s| canonical(s) == key) {
+        Some(i) => i as u32 + 1,
+        None => {
+            store.schemas.push(stored);
+            store.schemas.len() as u32
+        }
+    };
+    let versions = store.subjects.entry(subject.to_string()).or_default();
+    let version = versions.iter().map(|v| v.version).max().unwrap_or(0) + 1;
+    versions.push(Version { version, id, deleted: false });
+    Ok((id, version))
+}
+
+/// A schema's identity: whitespace-free JSON for Avro and JSON Schema, the text for Protobuf.
+fn canonical(stored: &Stored) -> (SchemaType, String, String) {
+    let text = match stored.schema_type {
+        SchemaType::Avro | SchemaType::Json => serde_json::from_str::<Value>(&stored.schema)
+            .map(|v| v.to_string())
+            .unwrap_or_else(|_| stored.schema.clone()),
+        SchemaType::Protobuf => stored.schema.trim().to_string(),
+    };
+    (stored.schema_type, text, serde_json::to_string(&stored.references).unwrap_or_default())
+}
+
+fn validate(store: &Store, stored: &Stored) -> Result<(), Failure> {
+    match stored.schema_type {
+        SchemaType::Avro => AvroSchema::parse_any(&stored.schema)
+            .map(|_| ())
+            .map_err(|e| Failure::invalid(format!("Invalid schema {}: {e}", stored.schema))),
+        SchemaType::Json => serde_json::from_str::<Value>(&stored.schema)
+            .ok()
+            .filter(Value::is_object)
+            .map(|_| ())
+            .ok_or_else(|| Failure::invalid(format!("Invalid schema {}: not a JSON Schema object", stored.schema))),
+        SchemaType::Protobuf => compile_proto(store, stored).map(|_| ()).map_err(Failure::invalid),
+    }
+}
+
+/// Whether `new` may follow `old` at `level` (BACKWARD: `new` reads what `old` wrote).
+fn check_level(level: &str, new: &Stored, old: &Stored) -> Result<(), String> {
+    let backward = || can_read(new, old);
+    let forward = || can_read(old, new);
+    match level.trim_end_matches("_TRANSITIVE") {
+        "NONE" => Ok(()),
+        "BACKWARD" => backward(),
+        "FORWARD" => forward(),
+        _ => backward().and_then(|()| forward()),
+    }
+}
+
+fn can_read(reader: &Stored, writer: &Stored) -> Result<(), String> {
+    if reader.schema_type != writer.schema_type {
+        return Err(format!(
+            "the schema type changed from {} to {}",
+            writer.schema_type.as_str(),
+            reader.schema_type.as_str()
+        ));
+    }
+    match reader.schema_type {
+        SchemaType::Avro => {
+            let (r, w) = (AvroSchema::parse_any(&reader.schema), AvroSchema::parse_any(&writer.schema));
+            match (r, w) {
+                (Ok(r), Ok(w)) => r.can_read(&w).map_err(|e| e.to_string()),
+                _ => Ok(()),
+            }
+        }
+        SchemaType::Json => {
+            let (r, w) = (json_schema::from_json_schema(&reader.schema), json_schema::from_json_schema(&writer.schema));
+            match (r, w) {
+                (Ok(r), Ok(w)) => json_schema::check_compatible(&w, &r),
+                // Constructs weir's JSON Schema reader does not map are not checked here.
+                _ => Ok(()),
+            }
+        }
+        SchemaType::Protobuf => Ok(()),
+    }
+}
+
+/// Compiles a stored Protobuf schema with the references it imports; returns the pool and its file name.
+fn compile_proto(store: &Store, stored: &Stored) -> Result<(prost_reflect::DescriptorPool, String), String> {
+    let mut files = HashMap::new();
+    collect(store, &stored.references, &mut files, 0)?;
+    let main = "registered.proto".to_string();
+    files.insert(main.clone(), proto_file(&stored.schema));
+    let pool = protobuf::compile(&main, files).map_err(|e| format!("Invalid schema: {e}"))?;
+    Ok((pool, main))
+}
+
+fn collect(
+    store: &Store,
+    references: &[Reference],
+    files: &mut HashMap<String, protobuf::ProtoFile>,
+    depth: usize,
+) -> Result<(), String> {
+    if depth > 32 {
+        return Err("Invalid schema: references nest more than 32 deep".into());
+    }
+    for r in references {
+        if files.contains_key(&r.name) {
+            continue;
+        }
+        let v = find_version(store, &r.subject, &r.version.to_string()).map_err(|_| {
+            format!("Invalid schema: reference {} (subject {} version {}) not found", r.name, r.subject, r.version)
+        })?;
+        let referenced = &store.schemas[v.id as usize - 1];
+        files.insert(r.name.clone(), proto_file(&referenced.schema));
+        collect(store, &referenced.references, files, depth + 1)?;
+    }
+    Ok(())
+}
+
+fn proto_file(schema: &str) -> protobuf::ProtoFile {
+    match BASE64_STANDARD.decode(schema.trim()) {
+        Ok(bytes) if !schema.contains(' ') => protobuf::ProtoFile::Descriptor(bytes),
+        _ => protobuf::ProtoFile::Source(schema.to_string()),
+    }
+}
+
+/// A stored Protobuf schema as a base64 serialized `FileDescriptorProto`.
+fn serialized_proto(store: &Store, stored: &Stored) -> Result<String, String> {
+    if let protobuf::ProtoFile::Descriptor(_) = proto_file(&stored.schema) {
+        return Ok(stored.schema.trim().to_string());
+    }
+    let (pool, main) = compile_proto(store, stored)?;
+    let file = pool.get_file_by_name(&main).ok_or("Invalid schema: the compiled file is missing")?;
+    Ok(BASE64_STANDARD.encode(file.file_descriptor_proto().encode_to_vec()))
+}

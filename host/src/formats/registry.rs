@@ -1,0 +1,388 @@
+//! A Confluent-compatible schema registry: the wire format of framed messages
+//! and a client of the REST calls weir makes.
+//!
+//! A framed value is a magic byte 0, the writer schema's id (4 bytes, big
+//! endian), for Protobuf the path of the message in the schema's file
+//! (zig-zag varints: a count, then the indexes; a lone 0 means the first
+//! message), then the encoded body. Subjects follow the TopicNameStrategy:
+//! `<topic>-value`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::prelude::{BASE64_STANDARD, Engine as _};
+use serde::{Deserialize, Serialize};
+
+/// Where a connection's schema registry is, and how to sign in to it.
+#[derive(Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaRegistry {
+    /// `http(s)://host:port[/path]`.
+    pub url: String,
+    /// Basic authentication.
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// PEM of the CA that signed the registry's certificate (system roots otherwise).
+    pub ca_pem: Option<String>,
+}
+
+impl std::fmt::Debug for SchemaRegistry {
+    // Secrets are never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchemaRegistry")
+            .field("url", &self.url)
+            .field("username", &self.username)
+            .field("ca_pem", &self.ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SchemaRegistry {
+    /// What may be shown of it: everything but the password.
+    pub fn redacted(&self) -> serde_json::Value {
+        serde_json::json!({
+            "url": self.url,
+            "username": self.username,
+            "password": self.password.as_ref().map(|_| "(secret)"),
+            "ca_pem": self.ca_pem.as_ref().map(|_| "(given)"),
+        })
+    }
+}
+
+/// The registry's media type: what its clients send and ask for.
+pub const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
+
+/// How long one call to the registry may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The subject a topic's values are registered under (TopicNameStrategy).
+pub fn value_subject(topic: &str) -> String {
+    format!("{topic}-value")
+}
+
+/// A framed value, split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Framed<'a> {
+    pub schema_id: u32,
+    /// Protobuf only: where the message is in the writer's file (`[0]`: the first top-level message).
+    pub message_indexes: Vec<i32>,
+    pub body: &'a [u8],
+}
+
+/// Splits a framed value; `protobuf` reads the message-index path too. The
+/// error says why the value is not one (a dead letter's reason).
+pub fn unframe(value: &[u8], protobuf: bool) -> Result<Framed<'_>, String> {
+    let Some(&magic) = value.first() else {
+        return Err(
+            "the value is empty, but schema-registry framing needs a 5-byte header (magic byte 0 and the schema id)"
+                .into(),
+        );
+    };
+    if magic != 0 {
+        return Err(format!(
+            "the value starts with byte 0x{magic:02x}, not the schema registry's magic byte 0: it was not written by a schema-registry serializer"
+        ));
+    }
+    if value.len() < 5 {
+        return Err(format!(
+            "the value is {} bytes long, shorter than the schema registry's 5-byte header: it is truncated",
+            value.len()
+        ));
+    }
+    let schema_id = u32::from_be_bytes([value[1], value[2], value[3], value[4]]);
+    let mut rest = &value[5..];
+    let mut message_indexes = Vec::new();
+    if protobuf {
+        let truncated = || format!("the Protobuf message-index path after schema id {schema_id} is truncated");
+        let count = read_zigzag(&mut rest).ok_or_else(truncated)?;
+        if count == 0 {
+            message_indexes.push(0);
+        } else if !(0..=64).contains(&count) {
+            return Err(format!("the Protobuf message-index path after schema id {schema_id} claims {count} indexes"));
+        } else {
+            for _ in 0..count {
+                let index = read_zigzag(&mut rest).ok_or_else(truncated)?;
+                message_indexes.push(i32::try_from(index).map_err(|_| truncated())?);
+            }
+        }
+    }
+    Ok(Framed { schema_id, message_indexes, body: rest })
+}
+
+/// Frames `body` as a schema-registry serializer does (for producers: the demo, tests, benchmark).
+pub fn frame(schema_id: u32, message_indexes: Option<&[i32]>, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 8);
+    out.push(0);
+    out.extend_from_slice(&schema_id.to_be_bytes());
+    match message_indexes {
+        None => {}
+        Some([0]) | Some([]) => out.push(0),
+        Some(indexes) => {
+            write_zigzag(&mut out, indexes.len() as i64);
+            for i in indexes {
+                write_zigzag(&mut out, *i as i64);
+            }
+        }
+    }
+    out.extend_from_slice(body);
+    out
+}
+
+fn read_zigzag(buf: &mut &[u8]) -> Option<i64> {
+    let mut value: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let (&byte, rest) = buf.split_first()?;
+        *buf = rest;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(((value >> 1) as i64) ^ -((value & 1) as i64));
+        }
+    }
+    None
+}
+
+fn write_zigzag(out: &mut Vec<u8>, value: i64) {
+    let mut v = ((value << 1) ^ (value >> 63)) as u64;
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// What a schema is written in, as the registry names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum SchemaType {
+    /// The registry's default: a schema without `schemaType` is Avro.
+    #[default]
+    Avro,
+    Protobuf,
+    Json,
+}
+
+impl SchemaType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Avro => "AVRO",
+            Self::Protobuf => "PROTOBUF",
+            Self::Json => "JSON",
+        }
+    }
+}
+
+/// Another subject's schema that a schema imports (Protobuf `import`s).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub struct Reference {
+    /// The name it is imported by (`other.proto`).
+    pub name: String,
+    pub subject: String,
+    pub version: i64,
+}
+
+/// A schema as the registry holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RegisteredSchema {
+    #[serde(default, rename = "schemaType")]
+    pub schema_type: SchemaType,
+    pub schema: String,
+    #[serde(default)]
+    pub references: Vec<Reference>,
+}
+
+/// One version of a subject.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SubjectVersion {
+    pub subject: String,
+    pub version: i64,
+    pub id: u32,
+    #[serde(flatten)]
+    pub schema: RegisteredSchema,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// No answer: the registry is down, unreachable or too slow. Transient.
+    #[error("the schema registry at {url} cannot be reached: {detail}")]
+    Unreachable { url: String, detail: String },
+    /// The registry answered with an error; `code` is its `error_code` (40401: no such subject, …).
+    #[error("the schema registry at {url} answered {status}{}: {message}", code.map(|c| format!(" (error code {c})")).unwrap_or_default())]
+    Refused { url: String, status: u16, code: Option<i64>, message: String },
+    #[error("the schema registry at {url} answered something that is not a registry's answer: {detail}")]
+    Garbled { url: String, detail: String },
+    #[error("the schema registry settings are not usable: {0}")]
+    Config(String),
+}
+
+impl RegistryError {
+    /// Whether waiting and asking again may help (an outage, an overloaded or
+    /// misconfigured-for-now registry) rather than the answer being final.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } | Self::Garbled { .. } => true,
+            // Not found is an answer; authentication and server errors are the operator's to fix, so wait.
+            Self::Refused { status, .. } => *status != 404 && *status != 422,
+            Self::Config(_) => false,
+        }
+    }
+
+    /// The registry said this subject, version or schema does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::Refused { status: 404, .. })
+    }
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    error_code: Option<i64>,
+    message: Option<String>,
+}
+
+/// A blocking client of the registry's REST API (call it off the async reactor).
+#[derive(Clone)]
+pub struct RegistryClient {
+    agent: ureq::Agent,
+    base: Arc<str>,
+    authorization: Option<Arc<str>>,
+}
+
+impl std::fmt::Debug for RegistryClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryClient").field("url", &self.base).finish_non_exhaustive()
+    }
+}
+
+impl RegistryClient {
+    pub fn new(settings: &SchemaRegistry) -> Result<Self, RegistryError> {
+        let base = settings.url.trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(RegistryError::Config(format!("the URL {base:?} must start with http:// or https://")));
+        }
+        let mut config = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(TIMEOUT));
+        if let Some(pem) = &settings.ca_pem {
+            let certs: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(pem.as_bytes())
+                .filter_map(|item| match item {
+                    Ok(ureq::tls::PemItem::Certificate(c)) => Some(Ok(c)),
+                    Ok(_) => None,
+                    Err(e) => Some(Err(e)),
+                })
+                .collect::<Result<_, _>>()
+                .map_err(|e| RegistryError::Config(format!("the registry's CA is not PEM: {e}")))?;
+            if certs.is_empty() {
+                return Err(RegistryError::Config("the registry's CA PEM holds no certificate".into()));
+            }
+            let tls =
+                ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs))).build();
+            config = config.tls_config(tls);
+        }
+        let authorization = match (&settings.username, &settings.password) {
+            (Some(user), password) => {
+                let pair = format!("{user}:{}", password.as_deref().unwrap_or_default());
+                Some(format!("Basic {}", BASE64_STANDARD.encode(pair)).into())
+            }
+            _ => None,
+        };
+        Ok(Self { agent: config.build().into(), base: base.into(), authorization })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, RegistryError> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.agent.get(&url).header("Accept", CONTENT_TYPE);
+        if let Some(auth) = &self.authorization {
+            request = request.header("Authorization", auth.as_ref());
+        }
+        let base = self.base.to_string();
+        let mut response =
+            request.call().map_err(|e| RegistryError::Unreachable { url: base.clone(), detail: e.to_string() })?;
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| RegistryError::Unreachable { url: base.clone(), detail: e.to_string() })?;
+        if !(200..300).contains(&status) {
+            let (code, message) = match serde_json::from_str::<ErrorBody>(&text) {
+                Ok(body) => (body.error_code, body.message.unwrap_or(text)),
+                Err(_) => (None, text.chars().take(200).collect()),
+            };
+            return Err(RegistryError::Refused { url: base, status, code, message });
+        }
+        serde_json::from_str(&text).map_err(|e| RegistryError::Garbled { url: base, detail: e.to_string() })
+    }
+
+    /// The schema with `id`. Protobuf schemas are asked for as serialized
+    /// descriptors (`format=serialized`), which need no .proto parser to read.
+    pub fn schema(&self, id: u32, schema_type: SchemaType) -> Result<RegisteredSchema, RegistryError> {
+        self.get(&format!("/schemas/ids/{id}{}", format_query(schema_type)))
+    }
+
+    /// `version` (a number, or `latest`) of `subject`.
+    pub fn version(
+        &self,
+        subject: &str,
+        version: &str,
+        schema_type: SchemaType,
+    ) -> Result<SubjectVersion, RegistryError> {
+        self.get(&format!("/subjects/{}/versions/{version}{}", encode_path(subject), format_query(schema_type)))
+    }
+}
+
+fn format_query(schema_type: SchemaType) -> &'static str {
+    match schema_type {
+        SchemaType::Protobuf => "?format=serialized",
+        _ => "",
+    }
+}
+
+/// Percent-encodes a path segment (subject names may hold `/`, `:` and more).
+pub fn encode_path(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framing_round_trips_and_every_bad_frame_says_why() {
+        let avro = frame(42, None, b"body");
+        assert_eq!(unframe(&avro, false), Ok(Framed { schema_id: 42, message_indexes: vec![], body: b"body" }));
+        let first = frame(7, Some(&[0]), b"x");
+        assert_eq!(first[5], 0, "the first message is written as a single 0");
+        assert_eq!(unframe(&first, true).unwrap().message_indexes, [0]);
+        let nested = frame(7, Some(&[1, 0, 2]), b"x");
+        assert_eq!(unframe(&nested, true), Ok(Framed { schema_id: 7, message_indexes: vec![1, 0, 2], body: b"x" }));
+
+        assert!(unframe(b"", false).unwrap_err().contains("empty"));
+        assert!(
+            unframe(b"{\"a\":1}", false)
+                .unwrap_err()
+                .contains("starts with byte 0x7b, not the schema registry's magic byte 0")
+        );
+        assert!(unframe(&[0, 0, 1], false).unwrap_err().contains("3 bytes long"));
+        assert!(
+            unframe(&[0, 0, 0, 0, 9, 0x84], true)
+                .unwrap_err()
+                .contains("message-index path after schema id 9 is truncated")
+        );
+    }
+
+    #[test]
+    fn transient_errors_are_told_apart_from_answers() {
+        let refused = |status| RegistryError::Refused { url: "u".into(), status, code: None, message: "m".into() };
+        assert!(RegistryError::Unreachable { url: "u".into(), detail: "refused".into() }.is_transient());
+        assert!(refused(503).is_transient() && refused(401).is_transient());
+        assert!(!refused(404).is_transient() && refused(404).is_not_found());
+    }
+}
