@@ -165,6 +165,44 @@ fn limits_are_flags() {
     );
 }
 
+/// An Avro object container file written by fastavro (an independent writer) is a frame too.
+#[test]
+fn an_avro_container_file_written_by_fastavro_is_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let avro = dir.path().join("clicks.avro");
+    let script = r#"
+import sys, json, datetime, fastavro
+schema = fastavro.parse_schema(json.load(open(sys.argv[1])))
+base = datetime.datetime(2026, 11, 29, tzinfo=datetime.timezone.utc)
+rows = [{"event_id": f"evt-{i}", "user_id": i, "url": "/docs", "referrer": None if i % 2 else "search",
+         "ts": base + datetime.timedelta(seconds=i), "duration_ms": i * 10, "country": "DE", "device": None}
+        for i in range(300)]
+with open(sys.argv[2], "wb") as f:
+    fastavro.writer(f, schema, rows, codec="deflate")
+"#;
+    let py = Command::new("python3").arg("-c").arg(script).arg(sample("clicks.avsc")).arg(&avro).output().unwrap();
+    assert!(py.status.success(), "fastavro: {}", text(&py.stderr));
+    let out_dir = dir.path().join("out");
+    let plugin = guest_path("read-clicks").display().to_string();
+    let out = weir(&[
+        "run-plugin",
+        &plugin,
+        "-i",
+        avro.to_str().unwrap(),
+        "--output-dir",
+        out_dir.to_str().unwrap(),
+        "--output",
+        "json",
+    ]);
+    assert!(out.status.success(), "stdout: {}\nstderr: {}", text(&out.stdout), text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(report["outputs"][0]["rows"], 300);
+    let frame = weir::input::read(&out_dir.join("clicks.parquet"), None).unwrap();
+    let schema = frame.schema.clone();
+    assert_eq!(schema.field_with_name("ts").unwrap().data_type().to_string(), "Timestamp(µs, \"+00:00\")");
+    assert!(schema.field_with_name("referrer").unwrap().is_nullable());
+}
+
 #[test]
 fn inputs_that_are_not_what_their_extension_says_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
@@ -174,7 +212,12 @@ fn inputs_that_are_not_what_their_extension_says_are_clear_errors() {
         ("fake.parquet", "{\"a\": 1}\n", "not a readable parquet file"),
         ("fake.arrow", "this is text", "not a readable Arrow IPC file"),
         ("fake.jsonl", "{\"a\": 1}\n{oops\n", "not a readable newline-delimited JSON file"),
-        ("fake.csv", "a,b\n1,2\n", "unknown input format; use a .parquet, .arrow (Arrow IPC) or .jsonl/.ndjson"),
+        ("fake.avro", "Obj but not really", "not a readable Avro object container file"),
+        (
+            "fake.csv",
+            "a,b\n1,2\n",
+            "unknown input format; use a .parquet, .arrow (Arrow IPC), .avro (an Avro object container file) or .jsonl/.ndjson",
+        ),
     ];
     for (name, content, expected) in cases {
         let path = dir.path().join(name);

@@ -1,6 +1,6 @@
 //! Local table files, read into frames: parquet, Arrow IPC (file or stream
-//! format) and newline-delimited JSON, chosen by extension and checked
-//! against the file's contents.
+//! format), Avro object container files and newline-delimited JSON, chosen by
+//! extension and checked against the file's contents.
 
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
@@ -23,6 +23,7 @@ const INFER_ROWS: usize = 10_000;
 pub enum Format {
     Parquet,
     ArrowIpc,
+    Avro,
     NdJson,
 }
 
@@ -32,9 +33,10 @@ impl Format {
         Ok(match ext.as_str() {
             "parquet" | "pq" => Self::Parquet,
             "arrow" | "arrows" | "ipc" | "feather" => Self::ArrowIpc,
+            "avro" => Self::Avro,
             "jsonl" | "ndjson" => Self::NdJson,
             _ => bail!(
-                "{}: unknown input format; use a .parquet, .arrow (Arrow IPC) or .jsonl/.ndjson (one JSON object per line) file",
+                "{}: unknown input format; use a .parquet, .arrow (Arrow IPC), .avro (an Avro object container file) or .jsonl/.ndjson (one JSON object per line) file",
                 path.display()
             ),
         })
@@ -48,6 +50,7 @@ pub fn read(path: &Path, schema: Option<&SchemaRef>) -> anyhow::Result<Frame> {
     let frame = match format {
         Format::Parquet => read_parquet(file),
         Format::ArrowIpc => read_ipc(file),
+        Format::Avro => read_avro(file),
         Format::NdJson => read_ndjson(file, schema),
     };
     frame.with_context(|| format!("{}: not a readable {} file", path.display(), format.name()))
@@ -58,6 +61,7 @@ impl Format {
         match self {
             Self::Parquet => "parquet",
             Self::ArrowIpc => "Arrow IPC",
+            Self::Avro => "Avro object container",
             Self::NdJson => "newline-delimited JSON",
         }
     }
@@ -83,6 +87,20 @@ fn read_ipc(mut file: File) -> anyhow::Result<Frame> {
         let schema = reader.schema();
         Ok(Frame { schema, batches: reader.collect::<Result<_, _>>()? })
     }
+}
+
+/// An Avro object container file: its writer schema is in its header.
+fn read_avro(file: File) -> anyhow::Result<Frame> {
+    let reader = arrow_avro::reader::ReaderBuilder::new().with_batch_size(BATCH_ROWS).build(BufReader::new(file))?;
+    let schema = reader.schema();
+    let batches = reader.collect::<Result<Vec<_>, _>>()?;
+    // arrow-avro puts the whole Avro schema in the metadata; the frame needs only the columns.
+    let schema = Arc::new(schema.as_ref().clone().with_metadata(std::collections::HashMap::new()));
+    let batches = batches
+        .into_iter()
+        .map(|b| arrow::array::RecordBatch::try_new(schema.clone(), b.columns().to_vec()))
+        .collect::<Result<_, _>>()?;
+    Ok(Frame { schema, batches })
 }
 
 fn read_ndjson(file: File, schema: Option<&SchemaRef>) -> anyhow::Result<Frame> {

@@ -9,10 +9,10 @@ use arrow::datatypes::SchemaRef;
 use comfy_table::{Table, presets::NOTHING};
 use serde::Serialize;
 
-use weir::frames::{self, Frame};
-use weir::plugin::{Limits, LogLine, Origin, OutputTable, PluginLog, Runtime, RuntimeConfig, Timing};
 use weir::formats::json_schema;
+use weir::frames::{self, Frame};
 use weir::input;
+use weir::plugin::{Limits, LogLine, Origin, OutputTable, PluginLog, Runtime, RuntimeConfig, Timing};
 
 use super::Output;
 use super::units::{parse_duration, parse_size};
@@ -22,7 +22,7 @@ pub struct Args {
     /// The publisher plugin: a WebAssembly component built for wasm32-wasip2.
     plugin: PathBuf,
     /// A table file, one frame of slot 0 (repeat for several frames): .parquet,
-    /// .arrow (Arrow IPC file or stream) or .jsonl/.ndjson.
+    /// .arrow (Arrow IPC file or stream), .avro (Avro object container) or .jsonl/.ndjson.
     #[arg(long = "input", short = 'i', required = true, value_name = "FILE")]
     inputs: Vec<PathBuf>,
     /// A JSON Schema document for the NDJSON inputs; inferred from the data when absent.
@@ -103,7 +103,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let schema = match &args.schema {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading schema {}", path.display()))?;
-            Some(SchemaRef::new(json_schema::from_json_schema(&text).with_context(|| format!("schema {}", path.display()))?))
+            Some(SchemaRef::new(
+                json_schema::from_json_schema(&text).with_context(|| format!("schema {}", path.display()))?,
+            ))
         }
         None => None,
     };
