@@ -42,8 +42,12 @@ pub fn decoder(writer: &str, reader: &str, capacity: usize) -> Result<Decoder, S
     let mut store = SchemaStore::new_with_type(FingerprintAlgorithm::Id);
     let fingerprint = Fingerprint::Id(0);
     store.set(fingerprint, ArrowAvroSchema::new(writer.to_string())).map_err(|e| e.to_string())?;
-    ReaderBuilder::new()
-        .with_reader_schema(ArrowAvroSchema::new(reader.to_string()))
+    let mut builder = ReaderBuilder::new();
+    // The declared schema itself needs no resolution, and decoding without it is faster.
+    if writer != reader {
+        builder = builder.with_reader_schema(ArrowAvroSchema::new(reader.to_string()));
+    }
+    builder
         .with_writer_schema_store(store)
         .with_active_fingerprint(fingerprint)
         .with_decoder_mode(DecoderMode::UnframedDatum)
