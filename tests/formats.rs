@@ -46,10 +46,24 @@ fn format_of(case: &Case) -> Format {
     Format::parse(case.format, &text, case.message).unwrap()
 }
 
-/// A FileDescriptorSet of the case's .proto, for the Python producer's message classes.
-fn descriptor_set(case: &Case, dir: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(test_file(case.schema)).unwrap();
-    let files = HashMap::from([("everything.proto".to_string(), protobuf::ProtoFile::Source(text))]);
+/// `Geo` and `Item`, as a file of their own for the writer's side.
+const GEO_PROTO: &str = "syntax = \"proto3\";\npackage weir.test;\nmessage Geo {\n  double lat = 1;\n  double lon = 2;\n}\n\nmessage Item {\n  string sku = 1;\n  int32 qty = 2;\n}\n";
+
+/// A FileDescriptorSet of the case's .proto, for the Python producer's message
+/// classes. `split`: `Geo` and `Item` in a file of their own that the main file
+/// imports, which Confluent's serializer registers as a schema reference.
+fn descriptor_set(case: &Case, dir: &Path, split: bool) -> PathBuf {
+    let mut text = std::fs::read_to_string(test_file(case.schema)).unwrap();
+    let mut files = HashMap::new();
+    if split {
+        let moved = GEO_PROTO.split_once("package weir.test;\n").unwrap().1;
+        assert!(text.contains(moved), "everything.proto defines Geo and Item as GEO_PROTO does");
+        text = text
+            .replace(moved, "")
+            .replace("package weir.test;\n", "package weir.test;\n\nimport \"weir/geo.proto\";\n");
+        files.insert("weir/geo.proto".to_string(), protobuf::ProtoFile::Source(GEO_PROTO.into()));
+    }
+    files.insert("everything.proto".to_string(), protobuf::ProtoFile::Source(text));
     let pool = protobuf::compile("everything.proto", files).unwrap();
     let path = dir.join("everything.desc");
     std::fs::write(&path, pool.encode_to_vec()).unwrap();
@@ -84,7 +98,8 @@ fn produce_args(h: &Harness, case: &Case, registry: Option<&EmbeddedRegistry>, e
         args.extend(["--registry".into(), r.url()]);
     }
     if let Some(message) = case.message {
-        let set = descriptor_set(case, h.dir.path());
+        // Registry-framed, the writer's schema references another subject's (weir fetches it too).
+        let set = descriptor_set(case, h.dir.path(), registry.is_some());
         args.extend(["--descriptor-set".into(), set.display().to_string(), "--message".into(), message.into()]);
     }
     args
@@ -134,6 +149,13 @@ async fn round_trip(case: Case, framed: bool) {
     let dead_letters = h.catalog.dead_letters("events/read_clicks").unwrap();
     assert_eq!(dead, 0, "no message is a dead letter: {:?}", dead_letters.first().map(|d| &d.error));
     let ids = registry.as_ref().map(|r| r.ids(&value_subject("clicks")));
+    if framed && case.format == DataFormat::Protobuf {
+        assert_eq!(
+            registry.as_ref().unwrap().ids("weir/geo.proto").len(),
+            1,
+            "the serializer registered the reference"
+        );
+    }
     let report = verify(&h, &case, &[&expected], ids, false);
     println!("{report}");
     assert!(report.contains(&format!("\"rows\": {MESSAGES}")), "{report}");

@@ -49,6 +49,17 @@ fn registration_cross_checks_the_declared_schema_against_the_registry() {
     };
     create("events", &registry.url());
     create("offline", "http://127.0.0.1:1");
+    // Two more registries, whose `clicks-value` holds a Protobuf and a JSON schema with `user_id` a string.
+    let protos = EmbeddedRegistry::start().unwrap();
+    let proto_writer = CLICKS_PROTO.replace("int64 user_id = 2;", "string user_id = 2;");
+    protos.register("clicks-value", SchemaType::Protobuf, &proto_writer, vec![]).unwrap();
+    create("protos", &protos.url());
+    let jsons = EmbeddedRegistry::start().unwrap();
+    let json_writer = common::stream::CLICKS_SCHEMA
+        .replace(r#""user_id": { "type": "integer" }"#, r#""user_id": { "type": "string" }"#);
+    assert_ne!(json_writer, common::stream::CLICKS_SCHEMA);
+    jsons.register("clicks-value", SchemaType::Json, &json_writer, vec![]).unwrap();
+    create("jsons", &jsons.url());
     let (_, plugin) = server.http("POST", "/v1/plugins", Some(&token), Some(Body::Bytes(common::guest("read_clicks"))));
     let plugin = plugin["sha256"].as_str().unwrap().to_string();
 
@@ -83,6 +94,21 @@ fn registration_cross_checks_the_declared_schema_against_the_registry() {
         ),
         ("events", declaration("protobuf", "syntax = \"proto3\"; message { }", "message = \"A\""), "does not compile"),
         ("events", declaration("protobuf", CLICKS_PROTO, ""), "needs `message`"),
+        (
+            "protos",
+            declaration("protobuf", CLICKS_PROTO, "message = \"weir.examples.Click\""),
+            "field `user_id` (number 2): the writer's type is string, the declared type is int64",
+        ),
+        (
+            "jsons",
+            declaration("json", common::stream::CLICKS_SCHEMA, ""),
+            "property `user_id`: the writer's type is string, the declared type is integer",
+        ),
+        (
+            "jsons",
+            declaration("avro", CLICKS_AVRO, ""),
+            "it is a JSON schema, but the publisher declares data_format = \"avro\"",
+        ),
     ];
     for (collection, declaration, expected) in cases {
         let (status, answer) = register(&server, &token, collection, &declaration, &plugin);
