@@ -135,6 +135,7 @@ def proto_record(cls, i):
     m.big = 2**40 + i
     m.delta = -i
     m.extra.update({"a": i, "b": [1, "x"]})
+    m.scores.extend(j - i for j in range(i % 5))  # packed on the wire
     return m
 
 
@@ -164,6 +165,7 @@ def proto_expected(m, i):
         "big": 2**40 + i,
         "delta": -i,
         "extra": {"a": i, "b": [1, "x"]},
+        "scores": [j - i for j in range(i % 5)],
     }
 
 

@@ -377,27 +377,39 @@ impl Drop for DecodeTask {
     }
 }
 
-/// Protobuf values are decoded with the declared message's descriptor: the
-/// wire format is read by field number, whichever compatible version wrote it.
+/// Protobuf values are read with the declared message's plan: the wire format
+/// is read by field number, whichever compatible version wrote it. A value
+/// that fails part-way may have left part of itself in the columns, so the
+/// values since the last failure are read again into fresh ones.
 fn protobuf_rows(declared: &protobuf::Declared, bodies: &[Body<'_>]) -> Rows {
-    let mut columns = protobuf::Columns::new(&declared.message, &declared.arrow, bodies.len());
+    let fresh = |capacity: usize| protobuf::columns::Plan::new(&declared.message, declared.arrow.fields(), capacity);
+    let flush = |plan: &mut protobuf::columns::Plan, rows: &mut Rows| {
+        let batch =
+            RecordBatch::try_new(declared.arrow.clone(), plan.finish()).expect("columns of the declared message");
+        rows.batches.push(batch);
+    };
     let mut rows = Rows::default();
-    let mut decoded = 0;
+    let mut plan = fresh(bodies.len());
+    let mut members: Vec<usize> = Vec::new();
     for (i, body) in bodies.iter().enumerate() {
-        match prost_reflect::DynamicMessage::decode(declared.message.clone(), body.bytes) {
-            Ok(message) => {
-                columns.append(&message);
-                decoded += 1;
-            }
+        match plan.row(&[body.bytes]) {
+            Ok(()) => members.push(i),
             Err(e) => {
-                rows.failed.push((i, format!("not a valid Protobuf {} message: {e}", declared.message.full_name())))
+                rows.failed.push((i, format!("not a valid Protobuf {} message: {e}", declared.message.full_name())));
+                plan = fresh(members.len());
+                if !members.is_empty() {
+                    for &m in &members {
+                        plan.row(&[bodies[m].bytes]).expect("a value that was read once is read again");
+                    }
+                    flush(&mut plan, &mut rows);
+                    members.clear();
+                }
+                plan = fresh(bodies.len() - i);
             }
         }
     }
-    if decoded > 0 {
-        let batch = RecordBatch::try_new(declared.arrow.clone(), columns.finish())
-            .expect("columns built for the declared message");
-        rows.batches.push(batch);
+    if !members.is_empty() {
+        flush(&mut plan, &mut rows);
     }
     rows
 }
