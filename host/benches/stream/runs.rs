@@ -25,6 +25,8 @@ use weir::worker::{self, Node, PublishStage, WorkerEvent, WorkerOptions};
 use super::common;
 use super::common::stream::{self, CLICKS_SCHEMA};
 use super::dataset::CLICKS_AVRO;
+
+const CLICKS_PROTO: &str = include_str!("../../../guest-examples/data/clicks.proto");
 use super::dataset::{self, PARTITIONS};
 use super::{BATCH, Broker, Cpu, Figures, Floor, Latency, Memory, Rate, SIZE_MB};
 
@@ -177,13 +179,16 @@ fn floor(broker: &Broker, registry: &EmbeddedRegistry, avro_id: u32) -> Floor {
     let json = Decoder::new(Format::parse(DataFormat::Json, CLICKS_SCHEMA, None).unwrap(), None);
     let values: Vec<String> = (0..MESSAGES).map(|i| dataset::message(i).1).collect();
     let avro_values = weir::formats::encode_json_values(&dataset::avro_format(), &values, Some(avro_id)).unwrap();
-    let json_runs = runs_of(values.into_iter().map(String::into_bytes).collect());
+    let json_runs = runs_of(values.iter().map(|v| v.clone().into_bytes()).collect());
     let client = RegistryClient::new(&SchemaRegistry { url: registry.url(), ..SchemaRegistry::default() }).unwrap();
     let writers = WriterSchemas::new(client, dataset::avro_format(), AVRO_TOPIC, None);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(writers.prepare([avro_id].into_iter()));
     let avro = Decoder::new(dataset::avro_format(), Some(writers));
     let (_, avro_decode) = decode_alone(broker, &avro, runs_of(avro_values));
+    let proto = Format::parse(DataFormat::Protobuf, CLICKS_PROTO, Some("weir.examples.Click")).unwrap();
+    let proto_values = weir::formats::encode_json_values(&proto, &values, None).unwrap();
+    let (_, proto_decode) = decode_alone(broker, &Decoder::new(proto, None), runs_of(proto_values));
     let (decoded, decode) = decode_alone(broker, &json, json_runs);
     let per_run = decoded[0].num_rows();
     let schema = decoded[0].schema();
@@ -203,6 +208,7 @@ fn floor(broker: &Broker, registry: &EmbeddedRegistry, avro_id: u32) -> Floor {
     Floor {
         decode_us_per_message: per_message(decode),
         avro_decode_us_per_message: per_message(avro_decode),
+        protobuf_decode_us_per_message: per_message(proto_decode),
         table_write_us_per_message: per_message(write),
     }
 }
