@@ -35,7 +35,7 @@ use prost_reflect::prost::Message as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::formats::registry::{CONTENT_TYPE, Reference, SchemaType};
+use crate::formats::registry::{CONTENT_TYPE, PROTO_MAIN, Reference, RegisteredSchema, SchemaType, proto_files};
 use crate::formats::{avro_schema::AvroSchema, json_schema, protobuf};
 
 #[derive(Debug, Clone)]
@@ -617,47 +617,24 @@ fn can_read(reader: &Stored, writer: &Stored) -> Result<(), String> {
 
 /// Compiles a stored Protobuf schema with the references it imports; returns the pool and its file name.
 fn compile_proto(store: &Store, stored: &Stored) -> Result<(prost_reflect::DescriptorPool, String), String> {
-    let mut files = HashMap::new();
-    collect(store, &stored.references, &mut files, 0)?;
-    let main = "registered.proto".to_string();
-    files.insert(main.clone(), proto_file(&stored.schema));
-    let pool = protobuf::compile(&main, files).map_err(|e| format!("Invalid schema: {e}"))?;
-    Ok((pool, main))
-}
-
-fn collect(
-    store: &Store,
-    references: &[Reference],
-    files: &mut HashMap<String, protobuf::ProtoFile>,
-    depth: usize,
-) -> Result<(), String> {
-    if depth > 32 {
-        return Err("Invalid schema: references nest more than 32 deep".into());
-    }
-    for r in references {
-        if files.contains_key(&r.name) {
-            continue;
-        }
+    let files = proto_files::<String>(&stored.schema, &stored.references, &mut |r| {
         let v = find_version(store, &r.subject, &r.version.to_string()).map_err(|_| {
             format!("Invalid schema: reference {} (subject {} version {}) not found", r.name, r.subject, r.version)
         })?;
         let referenced = &store.schemas[v.id as usize - 1];
-        files.insert(r.name.clone(), proto_file(&referenced.schema));
-        collect(store, &referenced.references, files, depth + 1)?;
-    }
-    Ok(())
-}
-
-fn proto_file(schema: &str) -> protobuf::ProtoFile {
-    match BASE64_STANDARD.decode(schema.trim()) {
-        Ok(bytes) if !schema.contains(' ') => protobuf::ProtoFile::Descriptor(bytes),
-        _ => protobuf::ProtoFile::Source(schema.to_string()),
-    }
+        Ok(RegisteredSchema {
+            schema_type: referenced.schema_type,
+            schema: referenced.schema.clone(),
+            references: referenced.references.clone(),
+        })
+    })?;
+    let pool = protobuf::compile(PROTO_MAIN, files).map_err(|e| format!("Invalid schema: {e}"))?;
+    Ok((pool, PROTO_MAIN.to_string()))
 }
 
 /// A stored Protobuf schema as a base64 serialized `FileDescriptorProto`.
 fn serialized_proto(store: &Store, stored: &Stored) -> Result<String, String> {
-    if let protobuf::ProtoFile::Descriptor(_) = proto_file(&stored.schema) {
+    if let protobuf::ProtoFile::Descriptor(_) = protobuf::ProtoFile::registered(&stored.schema) {
         return Ok(stored.schema.trim().to_string());
     }
     let (pool, main) = compile_proto(store, stored)?;

@@ -7,11 +7,14 @@
 //! message), then the encoded body. Subjects follow the TopicNameStrategy:
 //! `<topic>-value`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::prelude::{BASE64_STANDARD, Engine as _};
 use serde::{Deserialize, Serialize};
+
+use super::protobuf::ProtoFile;
 
 /// Where a connection's schema registry is, and how to sign in to it.
 #[derive(Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -335,6 +338,39 @@ fn format_query(schema_type: SchemaType) -> &'static str {
         SchemaType::Protobuf => "?format=serialized",
         _ => "",
     }
+}
+
+/// The name a registered Protobuf schema's own file is compiled under.
+pub const PROTO_MAIN: &str = "registered.proto";
+
+/// A registered Protobuf schema's files for the compiler: its own (as
+/// [`PROTO_MAIN`]) and every file its `references` import, and theirs, by the
+/// names they are imported as, each got with `fetch` (a subject's version).
+/// The well-known `google/protobuf/*` files are the compiler's own.
+pub fn proto_files<E>(
+    schema: &str,
+    references: &[Reference],
+    fetch: &mut dyn FnMut(&Reference) -> Result<RegisteredSchema, E>,
+) -> Result<HashMap<String, ProtoFile>, E> {
+    fn add<E>(
+        references: &[Reference],
+        files: &mut HashMap<String, ProtoFile>,
+        fetch: &mut dyn FnMut(&Reference) -> Result<RegisteredSchema, E>,
+    ) -> Result<(), E> {
+        for reference in references {
+            // A name met before is not fetched again, which also ends a cycle.
+            if files.contains_key(&reference.name) || reference.name.starts_with("google/protobuf/") {
+                continue;
+            }
+            let referenced = fetch(reference)?;
+            files.insert(reference.name.clone(), ProtoFile::registered(&referenced.schema));
+            add(&referenced.references, files, fetch)?;
+        }
+        Ok(())
+    }
+    let mut files = HashMap::from([(PROTO_MAIN.to_string(), ProtoFile::registered(schema))]);
+    add(references, &mut files, fetch)?;
+    Ok(files)
 }
 
 /// Percent-encodes a path segment (subject names may hold `/`, `:` and more).

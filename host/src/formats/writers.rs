@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use prost_reflect::DescriptorPool;
 
-use super::registry::{RegisteredSchema, RegistryClient, RegistryError, SchemaType, value_subject};
+use super::registry::{
+    PROTO_MAIN, RegisteredSchema, RegistryClient, RegistryError, SchemaType, proto_files, value_subject,
+};
 use super::{Format, avro_schema, json_schema, protobuf};
 
 /// What one writer schema means for the messages it framed.
@@ -304,52 +306,20 @@ pub fn resolve(format: &Format, schema: &RegisteredSchema, client: &RegistryClie
             Ok(Writer::Avro(schema.schema.as_str().into()))
         }
         Format::Protobuf(declared) => {
-            let mut files = HashMap::new();
-            collect_references(client, &schema.references, &mut files, 0)?;
-            let main = "writer.proto".to_string();
-            files.insert(main.clone(), proto_file(&schema.schema));
-            let pool = protobuf::compile(&main, files)
+            let files = proto_files(&schema.schema, &schema.references, &mut |r| {
+                client.version(&r.subject, &r.version.to_string(), SchemaType::Protobuf).map(|v| v.schema)
+            })?;
+            let pool = protobuf::compile(PROTO_MAIN, files)
                 .map_err(|e| Resolution::Incompatible(format!("the writer's .proto does not compile: {e}")))?;
             Ok(Writer::Protobuf(ProtobufWriter {
                 id: 0,
                 pool,
-                file: main,
+                file: PROTO_MAIN.to_string(),
                 declared: declared.message.clone(),
                 checked: Mutex::default(),
             }))
         }
     }
-}
-
-/// A registry's Protobuf schema: a serialized descriptor (base64) when asked
-/// for with `format=serialized`, else `.proto` text.
-fn proto_file(schema: &str) -> protobuf::ProtoFile {
-    use base64::prelude::{BASE64_STANDARD, Engine as _};
-    match BASE64_STANDARD.decode(schema.trim()) {
-        Ok(bytes) if !schema.contains(' ') => protobuf::ProtoFile::Descriptor(bytes),
-        _ => protobuf::ProtoFile::Source(schema.to_string()),
-    }
-}
-
-/// Fetches the schemas `references` import, and theirs, by the names they are imported as.
-fn collect_references(
-    client: &RegistryClient,
-    references: &[super::registry::Reference],
-    files: &mut HashMap<String, protobuf::ProtoFile>,
-    depth: usize,
-) -> Result<(), Resolution> {
-    if depth > 32 {
-        return Err(Resolution::Incompatible("its references nest more than 32 deep".into()));
-    }
-    for reference in references {
-        if files.contains_key(&reference.name) || reference.name.starts_with("google/protobuf/") {
-            continue;
-        }
-        let version = client.version(&reference.subject, &reference.version.to_string(), SchemaType::Protobuf)?;
-        files.insert(reference.name.clone(), proto_file(&version.schema.schema));
-        collect_references(client, &version.schema.references, files, depth + 1)?;
-    }
-    Ok(())
 }
 
 /// Why the declared schema failed its cross-check against the registry.

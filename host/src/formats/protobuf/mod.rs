@@ -45,6 +45,18 @@ pub enum ProtoFile {
     Descriptor(Vec<u8>),
 }
 
+impl ProtoFile {
+    /// A registry's Protobuf schema: a serialized descriptor (base64) when
+    /// asked for with `format=serialized`, else `.proto` text.
+    pub fn registered(schema: &str) -> Self {
+        use base64::prelude::{BASE64_STANDARD, Engine as _};
+        match BASE64_STANDARD.decode(schema.trim()) {
+            Ok(bytes) if !schema.contains(' ') => Self::Descriptor(bytes),
+            _ => Self::Source(schema.to_string()),
+        }
+    }
+}
+
 struct Files(HashMap<String, ProtoFile>);
 
 impl FileResolver for Files {
