@@ -15,6 +15,10 @@ use parquet::file::properties::WriterProperties;
 
 use crate::catalog::{Catalog, CatalogError};
 
+pub mod evolve;
+pub mod stats;
+pub mod types;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
     #[error("table `{0}` has no committed version yet")]
