@@ -18,6 +18,7 @@ use weir::embedded_registry::EmbeddedRegistry;
 use weir::formats::registry::{SchemaType, frame, value_subject};
 use weir::formats::{DataFormat, Format, encode_json_values};
 
+use common::peers::delta_py;
 use common::stream::{CLICKS_SCHEMA, Harness, clicks, produce_bytes};
 
 const CLICKS_AVRO: &str = include_str!("../guest-examples/data/clicks.avsc");
@@ -186,6 +187,20 @@ async fn killed_over_and_over(encoding: Encoding) {
     let coordinates: HashSet<(i32, i64)> = dead.iter().map(|d| (d.partition, d.offset)).collect();
     assert_eq!(coordinates.len(), dead.len(), "a bad message was recorded twice");
     assert_eq!(dead.len(), bad, "a bad message was lost");
+
+    // The Delta log was repaired after every crash between the catalog's commit
+    // and its own: every reader sees the catalog's latest version, with every row once.
+    let latest = h.catalog.versions("events", "clicks").unwrap().last().unwrap().version;
+    let root = h.dir.path().join(weir::tables::delta::table_dir("events", "clicks"));
+    let read = delta_py(&["read", root.to_str().unwrap(), "--key", "event_id", "--versions", &latest.to_string()]);
+    assert_eq!(read["latest"], latest, "the log has every version the catalog committed");
+    let mut ids = ids;
+    ids.sort();
+    for reader in ["duckdb", "polars", "deltalake"] {
+        let seen = &read["versions"][latest.to_string()][reader]["keys"];
+        let seen: Vec<String> = seen.as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
+        assert_eq!(seen, ids, "{reader} reads every committed row once");
+    }
 }
 
 unsafe extern "C" {

@@ -95,7 +95,7 @@ fn tansu_confluent_kafka_weir_pyarrow() {
         .unwrap()
         .into_iter()
         .flat_map(|v| v.files)
-        .map(|f| dir.path().join(f).display().to_string())
+        .map(|f| dir.path().join(f.path).display().to_string())
         .collect();
     let args: Vec<&str> = files.iter().map(String::as_str).collect();
     let summary = python(READ, &args);

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use common::peers::delta_py;
 use common::serve::{ADMIN, Body, Server, broker, declaration, event_ids};
 use common::stream::{clicks, produce};
 
@@ -132,6 +133,29 @@ fn the_seed_scenario_through_the_cli() {
     let old = dir.path().join("v1.parquet");
     server.cli_ok(&token, &["table", "export", "events/clicks", "--version", &first, "-o", old.to_str().unwrap()]);
     assert_eq!(event_ids(&old).len() as u64, versions[0]["rows"].as_u64().unwrap());
+
+    // The table is a Delta table: `table show` says where, and DuckDB, Polars
+    // and deltalake read every version as `table sample` shows it.
+    let shown = server.cli_json(&token, &["table", "show", "events/clicks"]);
+    assert_eq!((&shown["format"], &shown["rows"]), (&json!("delta"), &json!(250)), "{shown}");
+    let location = shown["location"].as_str().unwrap();
+    assert!(server.cli_ok(&token, &["table", "show", "events/clicks"]).contains("delta_scan("));
+    let latest = shown["version"].as_i64().unwrap();
+    assert_eq!(latest, versions.as_array().unwrap().len() as i64);
+    let read = delta_py(&["read", location, "--key", "event_id"]);
+    assert_eq!(read["latest"], latest);
+    for v in 1..=latest {
+        let sample = server
+            .cli_json(&token, &["table", "sample", "events/clicks", "--version", &v.to_string(), "--limit", "10000"]);
+        let mut ids: Vec<String> =
+            sample["rows"].as_array().unwrap().iter().map(|r| r["event_id"].as_str().unwrap().to_string()).collect();
+        ids.sort();
+        for reader in ["duckdb", "polars", "deltalake"] {
+            let seen = &read["versions"][v.to_string()][reader]["keys"];
+            let seen: Vec<String> = seen.as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
+            assert_eq!(seen, ids, "{reader} reads version {v} as weir does");
+        }
+    }
 
     assert_eq!(server.cli_json(&token, &["plugin", "list"]).as_array().unwrap().len(), 1);
     assert!(server.cli_ok(&token, &["publisher", "list"]).contains("read_clicks"));

@@ -156,7 +156,7 @@ async fn a_batch_of_several_decoded_runs_keeps_every_row_and_dead_letter_in_offs
     assert_exactly_once(&h, 11_996);
     // Rows keep each partition's offset order across runs.
     let frame =
-        weir::input::read(&h.dir.path().join(&h.catalog.versions("events", "clicks").unwrap()[0].files[0]), None);
+        weir::input::read(&h.dir.path().join(&h.catalog.versions("events", "clicks").unwrap()[0].files[0].path), None);
     for batch in frame.unwrap().batches {
         use arrow::array::AsArray;
         let (p, o) = (batch.column_by_name("_partition").unwrap(), batch.column_by_name("_offset").unwrap());

@@ -17,6 +17,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use crate::formats::DeadLetter;
+use crate::tables::evolve::evolve;
 
 mod control;
 pub use control::{Collection, PluginModule, PublisherRecord, Quotas, Tenant, scope};
@@ -41,6 +42,9 @@ pub enum CatalogError {
     OverlapsCommitted { topic: String, partition: i32, first: i64, next: i64 },
     #[error("{0} already exists")]
     Exists(String),
+    /// The batch's columns cannot become a version of its table.
+    #[error(transparent)]
+    Schema(#[from] crate::tables::evolve::SchemaMismatch),
 }
 
 /// The offsets of one partition a batch covers.
@@ -58,9 +62,34 @@ pub struct PartitionRange {
 #[derive(Debug, Clone)]
 pub struct NewVersion {
     pub table: String,
-    /// Parquet files, relative to the data directory.
-    pub files: Vec<String>,
+    pub files: Vec<DataFile>,
     pub rows: u64,
+    /// The batch's columns, as a Delta schema: the first version's set the
+    /// table's; a later one may add columns ([`evolve`]).
+    pub schema: serde_json::Value,
+    /// Where each partition the batch read resumes, as Delta transaction ids.
+    pub txns: Vec<Txn>,
+}
+
+/// One data file of a table version.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct DataFile {
+    /// Relative to the data directory.
+    pub path: String,
+    pub size: u64,
+    pub rows: u64,
+    /// Its statistics, as the Delta `add` action's `stats` (JSON text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<String>,
+}
+
+/// A Delta transaction identifier: the application (a publisher reading one
+/// partition of one topic) and how far it has come (the partition's next offset).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Txn {
+    #[serde(rename = "appId")]
+    pub app_id: String,
+    pub version: i64,
 }
 
 /// What a closed batch became.
@@ -101,6 +130,10 @@ pub struct Timings {
     #[serde(default)]
     pub plugin_cpu: f64,
     pub commit: f64,
+    /// Writing the version's Delta commit (and a checkpoint, when one is due),
+    /// after the catalog's. Absent from executions recorded before it was kept.
+    #[serde(default)]
+    pub log: f64,
 }
 
 /// One committed version of a table.
@@ -108,8 +141,25 @@ pub struct Timings {
 pub struct TableVersion {
     pub version: i64,
     pub rows: u64,
-    pub files: Vec<String>,
-    pub execution: i64,
+    pub files: Vec<DataFile>,
+    /// The batch's execution; `None` for a version that compacts files.
+    pub execution: Option<i64>,
+    pub created_at_ms: i64,
+    /// Files this version removes: compacted into `files` (the same rows).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<DataFile>,
+    /// The table's Delta schema, when this version set or changed it.
+    #[serde(skip)]
+    pub schema: Option<serde_json::Value>,
+    #[serde(skip)]
+    pub txns: Vec<Txn>,
+}
+
+/// A table's identity, for its Delta log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRecord {
+    /// The Delta table id (a UUID).
+    pub delta_id: String,
     pub created_at_ms: i64,
 }
 
@@ -205,6 +255,31 @@ const MIGRATIONS: &[&str] = &[
      );",
     // 2: the control plane's tenants, collections, plugins and publishers.
     control::MIGRATION,
+    // 3: what each table's Delta log is made from: the table's id (given at its
+    // first use, see `table_record`), each version's schema (where it changed),
+    // transaction ids and the files it removes (compacting); a version that
+    // compacts has no execution. Files become objects (path, size, rows, stats);
+    // a plain path from before is read as one.
+    "ALTER TABLE tables ADD COLUMN delta_id TEXT;
+     ALTER TABLE tables ADD COLUMN created_at_ms INTEGER;
+     UPDATE tables SET created_at_ms =
+        COALESCE((SELECT MIN(created_at_ms) FROM table_versions v WHERE v.table_id = tables.id), 0);
+     CREATE TABLE table_versions_3 (
+        table_id INTEGER NOT NULL REFERENCES tables(id),
+        version INTEGER NOT NULL,
+        rows INTEGER NOT NULL,
+        files TEXT NOT NULL,
+        execution_id INTEGER REFERENCES executions(id),
+        created_at_ms INTEGER NOT NULL,
+        schema TEXT,
+        txns TEXT NOT NULL DEFAULT '[]',
+        removed TEXT NOT NULL DEFAULT '[]',
+        PRIMARY KEY (table_id, version)
+     );
+     INSERT INTO table_versions_3 (table_id, version, rows, files, execution_id, created_at_ms)
+        SELECT table_id, version, rows, files, execution_id, created_at_ms FROM table_versions;
+     DROP TABLE table_versions;
+     ALTER TABLE table_versions_3 RENAME TO table_versions;",
 ];
 
 pub struct Catalog {
@@ -288,8 +363,8 @@ impl Catalog {
         let mut version_number = None;
         if let Some(version) = &batch.version {
             tx.execute(
-                "INSERT OR IGNORE INTO tables (collection, name) VALUES (?1, ?2)",
-                params![batch.collection, version.table],
+                "INSERT OR IGNORE INTO tables (collection, name, delta_id, created_at_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![batch.collection, version.table, new_uuid(), now_ms()],
             )?;
             let table_id: i64 = tx.query_row(
                 "SELECT id FROM tables WHERE collection = ?1 AND name = ?2",
@@ -301,9 +376,32 @@ impl Catalog {
                 [table_id],
                 |r| r.get(0),
             )?;
+            // The batch's columns against the table's, in the same transaction, so two
+            // workers can never each add a column the other's version drops.
+            let current: Option<String> = tx
+                .query_row(
+                    "SELECT schema FROM table_versions WHERE table_id = ?1 AND schema IS NOT NULL ORDER BY version DESC LIMIT 1",
+                    [table_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let current = current.and_then(|s| serde_json::from_str(&s).ok());
+            let name =
+                format!("{}/{}", batch.collection.split_once('/').map_or(batch.collection, |(_, c)| c), version.table);
+            let schema = evolve(&name, current.as_ref(), &version.schema)?;
             tx.execute(
-                "INSERT INTO table_versions (table_id, version, rows, files, execution_id, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![table_id, next, version.rows as i64, serde_json::to_string(&version.files).expect("json"), execution_id, now_ms()],
+                "INSERT INTO table_versions (table_id, version, rows, files, execution_id, created_at_ms, schema, txns)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    table_id,
+                    next,
+                    version.rows as i64,
+                    serde_json::to_string(&version.files).expect("json"),
+                    execution_id,
+                    now_ms(),
+                    schema.map(|s| s.to_string()),
+                    serde_json::to_string(&version.txns).expect("json")
+                ],
             )?;
             tx.execute("UPDATE executions SET table_version = ?1 WHERE id = ?2", params![next, execution_id])?;
             version_number = Some(next);
@@ -323,6 +421,53 @@ impl Catalog {
         Ok((execution_id, version_number))
     }
 
+    /// Commits a version that replaces `removed` (live files of the table) by
+    /// `added`, holding the same rows: a compaction. Refused if one of them is
+    /// no longer live (another compaction took it first).
+    pub fn commit_compaction(
+        &self,
+        collection: &str,
+        table: &str,
+        added: &[DataFile],
+        removed: &[DataFile],
+    ) -> Result<i64, CatalogError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let table_id: i64 = tx.query_row(
+            "SELECT id FROM tables WHERE collection = ?1 AND name = ?2",
+            params![collection, table],
+            |r| r.get(0),
+        )?;
+        let mut gone = std::collections::HashSet::new();
+        let mut stmt = tx.prepare("SELECT removed FROM table_versions WHERE table_id = ?1 AND removed != '[]'")?;
+        for text in stmt.query_map([table_id], |r| r.get::<_, String>(0))? {
+            let files: Vec<DataFile> = serde_json::from_str(&text?).unwrap_or_default();
+            gone.extend(files.into_iter().map(|f| f.path));
+        }
+        drop(stmt);
+        if let Some(file) = removed.iter().find(|f| gone.contains(&f.path)) {
+            return Err(CatalogError::Exists(format!("a compaction of {}", file.path)));
+        }
+        let next: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(version), 0) + 1 FROM table_versions WHERE table_id = ?1",
+            [table_id],
+            |r| r.get(0),
+        )?;
+        tx.execute(
+            "INSERT INTO table_versions (table_id, version, rows, files, execution_id, created_at_ms, removed)
+             VALUES (?1, ?2, 0, ?3, NULL, ?4, ?5)",
+            params![
+                table_id,
+                next,
+                serde_json::to_string(added).expect("json"),
+                now_ms(),
+                serde_json::to_string(removed).expect("json")
+            ],
+        )?;
+        tx.commit()?;
+        Ok(next)
+    }
+
     /// Completes an execution's timings once its commit has been timed too.
     pub fn set_timings(&self, execution: i64, timings: &Timings) -> Result<(), CatalogError> {
         let conn = self.conn();
@@ -340,21 +485,62 @@ impl Catalog {
     }
 
     pub fn versions(&self, collection: &str, table: &str) -> Result<Vec<TableVersion>, CatalogError> {
+        self.versions_after(collection, table, 0)
+    }
+
+    /// The versions of a table after `version`, oldest first.
+    pub fn versions_after(
+        &self,
+        collection: &str,
+        table: &str,
+        version: i64,
+    ) -> Result<Vec<TableVersion>, CatalogError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT v.version, v.rows, v.files, v.execution_id, v.created_at_ms FROM table_versions v
-             JOIN tables t ON t.id = v.table_id WHERE t.collection = ?1 AND t.name = ?2 ORDER BY v.version",
+            "SELECT v.version, v.rows, v.files, v.execution_id, v.created_at_ms, v.schema, v.txns, v.removed FROM table_versions v
+             JOIN tables t ON t.id = v.table_id WHERE t.collection = ?1 AND t.name = ?2 AND v.version > ?3
+             ORDER BY v.version",
         )?;
-        let rows = stmt.query_map(params![collection, table], |r| {
-            let files: String = r.get(2)?;
+        let rows = stmt.query_map(params![collection, table, version], |r| {
+            let rows = r.get::<_, i64>(1)? as u64;
+            let (files, schema, txns): (String, Option<String>, String) = (r.get(2)?, r.get(5)?, r.get(6)?);
             Ok(TableVersion {
                 version: r.get(0)?,
-                rows: r.get::<_, i64>(1)? as u64,
-                files: serde_json::from_str(&files).unwrap_or_default(),
+                rows,
+                files: parse_files(&files, rows),
                 execution: r.get(3)?,
                 created_at_ms: r.get(4)?,
+                schema: schema.and_then(|s| serde_json::from_str(&s).ok()),
+                txns: serde_json::from_str(&txns).unwrap_or_default(),
+                removed: serde_json::from_str(&r.get::<_, String>(7)?).unwrap_or_default(),
             })
         })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// A table's identity, giving it a Delta id if it has none yet (a table
+    /// committed before weir wrote Delta logs). `None`: no such table.
+    pub fn table_record(&self, collection: &str, table: &str) -> Result<Option<TableRecord>, CatalogError> {
+        let conn = self.conn();
+        conn.execute(
+            "UPDATE tables SET delta_id = ?3 WHERE collection = ?1 AND name = ?2 AND delta_id IS NULL",
+            params![collection, table, new_uuid()],
+        )?;
+        let record = conn
+            .query_row(
+                "SELECT delta_id, created_at_ms FROM tables WHERE collection = ?1 AND name = ?2",
+                params![collection, table],
+                |r| Ok(TableRecord { delta_id: r.get(0)?, created_at_ms: r.get::<_, Option<i64>>(1)?.unwrap_or(0) }),
+            )
+            .optional()?;
+        Ok(record)
+    }
+
+    /// Every table of every collection, as (collection key, table name).
+    pub fn all_tables(&self) -> Result<Vec<(String, String)>, CatalogError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached("SELECT collection, name FROM tables ORDER BY collection, name")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -445,6 +631,36 @@ impl Catalog {
     }
 }
 
+/// A version's files: objects, or (committed before they were) plain paths,
+/// whose size the Delta log's writer finds on disk.
+fn parse_files(text: &str, rows: u64) -> Vec<DataFile> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        File(DataFile),
+        Path(String),
+    }
+    let stored: Vec<Stored> = serde_json::from_str(text).unwrap_or_default();
+    let single = stored.len() == 1;
+    stored
+        .into_iter()
+        .map(|s| match s {
+            Stored::File(file) => file,
+            Stored::Path(path) => DataFile { path, size: 0, rows: if single { rows } else { 0 }, stats: None },
+        })
+        .collect()
+}
+
+/// A random (version 4) UUID.
+pub fn new_uuid() -> String {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the system's random source works");
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex::encode(b);
+    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+}
+
 fn parse_ranges(text: &str) -> Vec<PartitionRange> {
     let values: Vec<serde_json::Value> = serde_json::from_str(text).unwrap_or_default();
     values
@@ -518,7 +734,13 @@ mod tests {
                 collection: "events",
                 publisher: "events/p",
                 topic: "t",
-                version: Some(NewVersion { table: "t".into(), files: vec!["a.parquet".into()], rows: 10 }),
+                version: Some(NewVersion {
+                    table: "t".into(),
+                    files: vec![DataFile { path: "a.parquet".into(), size: 1, rows: 10, stats: None }],
+                    rows: 10,
+                    schema: serde_json::json!({ "type": "struct", "fields": [] }),
+                    txns: vec![],
+                }),
                 ranges,
                 execution: &exec,
                 dead_letters: &[],

@@ -21,3 +21,39 @@ pub fn write_atomically(path: &Path, bytes: &[u8], durable: bool) -> anyhow::Res
     std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))?;
     Ok(())
 }
+
+/// Whether [`create_new_atomically`] wrote the file or found one there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    Written,
+    AlreadyThere,
+}
+
+/// Writes `bytes` to `path` only if nothing is there (put-if-absent), whole
+/// or not at all, and durably: a temporary file is synced, then hard-linked
+/// under the real name, which fails if that name exists. Two writers racing
+/// for one name: one writes it, the other finds it.
+pub fn create_new_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<Created> {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), WRITES.fetch_add(1, Ordering::Relaxed)));
+    let written = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        std::io::Write::write_all(&mut file, bytes)?;
+        file.sync_all()?;
+        match std::fs::hard_link(&tmp, path) {
+            Ok(()) => Ok(Created::Written),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(Created::AlreadyThere),
+            Err(e) => Err(e),
+        }
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    let created = written.with_context(|| format!("writing {}", path.display()))?;
+    if created == Created::Written {
+        // The new name is durable once its directory is.
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("syncing {}", dir.display()))?;
+    }
+    Ok(created)
+}

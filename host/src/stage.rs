@@ -1,5 +1,6 @@
-//! Staging and table files: parquet on local disk, named from the source
-//! offsets so a replay of the same batch writes the same names.
+//! Staging and table files: parquet on local disk. A staged file is named
+//! from its source offsets, so a replay of the same batch writes the same
+//! name; a table's file also carries a random part, unique to its attempt.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -11,13 +12,16 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory;
 use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn, compute_leaves};
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use sha2::{Digest, Sha256};
 
-use crate::catalog::PartitionRange;
+use crate::catalog::{DataFile, PartitionRange};
 use crate::frames::Frame;
 use crate::plugin::OutputSink;
+use crate::tables::stats::delta_stats;
+use crate::tables::types::{TableTypes, delta_schema};
 
 /// `staging/<collection>/<publisher>/<topic>/<partition>-<first>-<last>.parquet`, relative to the data directory.
 pub fn staged_file(collection: &str, publisher: &str, topic: &str, range: &PartitionRange) -> PathBuf {
@@ -28,7 +32,9 @@ pub fn staged_file(collection: &str, publisher: &str, topic: &str, range: &Parti
         .join(format!("{}-{}-{}.parquet", range.partition, range.first, range.last))
 }
 
-/// `tables/<collection>/<table>/part-<digest of the offset ranges>.parquet`, relative to the data directory.
+/// `tables/<collection>/<table>/part-<digest of the offset ranges>-<random>.parquet`,
+/// relative to the data directory: named for what it holds, and unique to this
+/// attempt, so that two workers racing for a partition never write one file.
 pub fn table_file(collection: &str, table: &str, topic: &str, ranges: &[PartitionRange]) -> PathBuf {
     let mut hasher = Sha256::new();
     hasher.update(topic.as_bytes());
@@ -36,7 +42,10 @@ pub fn table_file(collection: &str, table: &str, topic: &str, ranges: &[Partitio
         hasher.update(format!("/{}:{}-{}", r.partition, r.first, r.last).as_bytes());
     }
     let digest = hex::encode(&hasher.finalize()[..10]);
-    Path::new("tables").join(collection).join(table).join(format!("part-{digest}.parquet"))
+    let mut unique = [0u8; 6];
+    getrandom::fill(&mut unique).expect("the system's random source works");
+    let name = format!("part-{digest}-{}.parquet", hex::encode(unique));
+    crate::tables::delta::table_dir(collection, table).join(name)
 }
 
 /// How a parquet file is written.
@@ -55,7 +64,7 @@ pub enum Kind {
 pub fn write_parquet(path: &Path, schema: &SchemaRef, batches: &[RecordBatch], kind: Kind) -> anyhow::Result<()> {
     let mut file = ParquetFile::create(path, schema, kind)?;
     file.write(batches)?;
-    file.finish()
+    file.finish().map(drop)
 }
 
 /// Rows a file holds back before it writes them as a row group (unless it is
@@ -154,17 +163,21 @@ impl ParquetFile {
         Ok(())
     }
 
-    /// Writes the rest, closes the file and puts it under its real name.
-    pub fn finish(mut self) -> anyhow::Result<()> {
+    /// Writes the rest, closes the file and puts it under its real name;
+    /// returns its footer.
+    pub fn finish(mut self) -> anyhow::Result<ParquetMetaData> {
         self.flush()?;
-        let file = self.writer.take().expect("an unfinished file has its writer").into_inner()?;
+        let mut writer = self.writer.take().expect("an unfinished file has its writer");
+        let footer = writer.finish()?;
         // A table's file must be on disk before the catalog names it. A staged file
         // need not be: nothing reads it back, and after a crash the batch is read
         // from Kafka again and staged anew under the same name.
         if self.kind == Kind::Table {
-            file.sync_all()?;
+            writer.inner().sync_all()?;
         }
-        std::fs::rename(&self.tmp, &self.path).with_context(|| format!("renaming into {}", self.path.display()))
+        drop(writer);
+        std::fs::rename(&self.tmp, &self.path).with_context(|| format!("renaming into {}", self.path.display()))?;
+        Ok(footer)
     }
 }
 
@@ -178,11 +191,11 @@ impl Drop for ParquetFile {
 
 /// A batch's output table, written as the plugin makes it (the worker's
 /// [`OutputSink`]): `path`, relative to the data directory, opened at the first
-/// write with that write's schema.
+/// write with that write's schema, as a Delta table can hold it ([`TableTypes`]).
 pub struct TableSink {
     data_dir: PathBuf,
     path: PathBuf,
-    file: Option<ParquetFile>,
+    file: Option<(ParquetFile, TableTypes)>,
     rows: u64,
 }
 
@@ -195,28 +208,46 @@ impl TableSink {
         self.rows
     }
 
-    /// Finishes the file and returns its path, relative to the data directory;
-    /// `None`, and no file, when no rows were written.
-    pub fn finish(self) -> anyhow::Result<Option<PathBuf>> {
-        match self.file {
-            Some(file) if self.rows > 0 => {
-                file.finish()?;
-                Ok(Some(self.path))
-            }
-            _ => Ok(None),
-        }
+    /// Finishes the file; `None`, and no file, when no rows were written.
+    pub fn finish(self) -> anyhow::Result<Option<TableFile>> {
+        let (file, types) = match self.file {
+            Some(file) if self.rows > 0 => file,
+            _ => return Ok(None),
+        };
+        let footer = file.finish()?;
+        let path = self.data_dir.join(&self.path);
+        let size = std::fs::metadata(&path).with_context(|| format!("{}", path.display()))?.len();
+        Ok(Some(TableFile {
+            file: DataFile {
+                path: self.path.display().to_string(),
+                size,
+                rows: self.rows,
+                stats: Some(delta_stats(&footer, types.written())),
+            },
+            schema: delta_schema(types.written()),
+        }))
     }
+}
+
+/// A finished table file, and its columns as a Delta schema.
+pub struct TableFile {
+    pub file: DataFile,
+    pub schema: serde_json::Value,
 }
 
 impl OutputSink for TableSink {
     fn write(&mut self, _table: &str, frame: Frame) -> anyhow::Result<()> {
-        let file = match &mut self.file {
+        let (file, types) = match &mut self.file {
             Some(file) => file,
-            None => self.file.insert(ParquetFile::create(&self.data_dir.join(&self.path), &frame.schema, Kind::Table)?),
+            None => {
+                let types = TableTypes::new(&frame.schema)?;
+                let file = ParquetFile::create(&self.data_dir.join(&self.path), types.written(), Kind::Table)?;
+                self.file.insert((file, types))
+            }
         };
-        file.write(&frame.batches)?;
         self.rows += frame.rows();
-        Ok(())
+        let batches = frame.batches.into_iter().map(|b| types.cast(b)).collect::<anyhow::Result<Vec<_>>>()?;
+        file.write(&batches)
     }
 }
 
@@ -358,15 +389,25 @@ mod tests {
         let mut sink = TableSink::new(dir.path(), PathBuf::from("tables/c/t/part.parquet"));
         let empty = rows(0, 0);
         sink.write("t", Frame { schema: empty.schema(), batches: vec![empty] }).unwrap();
-        assert_eq!((sink.rows(), sink.finish().unwrap()), (0, None));
+        assert_eq!(sink.rows(), 0);
+        assert!(sink.finish().unwrap().is_none());
         assert_eq!(std::fs::read_dir(dir.path().join("tables/c/t")).unwrap().count(), 0);
 
         let mut sink = TableSink::new(dir.path(), PathBuf::from("tables/c/t/part.parquet"));
         let some = rows(0, 3);
         sink.write("t", Frame { schema: some.schema(), batches: vec![some.clone(), some] }).unwrap();
         assert_eq!(sink.rows(), 6);
-        assert_eq!(sink.finish().unwrap(), Some(PathBuf::from("tables/c/t/part.parquet")));
-        assert!(dir.path().join("tables/c/t/part.parquet").exists());
+        let written = sink.finish().unwrap().unwrap();
+        let on_disk = dir.path().join("tables/c/t/part.parquet");
+        assert_eq!(written.file.path, "tables/c/t/part.parquet");
+        assert_eq!((written.file.rows, written.file.size), (6, std::fs::metadata(&on_disk).unwrap().len()));
+        let stats: serde_json::Value = serde_json::from_str(written.file.stats.as_deref().unwrap()).unwrap();
+        assert_eq!((stats["numRecords"].as_u64(), stats["minValues"]["id"].as_i64()), (Some(6), Some(0)));
+        // Written as a Delta table holds it: the millisecond column in microseconds.
+        let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&on_disk).unwrap()).unwrap();
+        let at = reader.schema().field_with_name("at").unwrap().data_type().clone();
+        assert_eq!(at, DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("+00:00".into())));
+        assert_eq!(written.schema["fields"][3]["type"], "timestamp");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
 use crate::buffer::{Buffer, ClosedBatch, ClosedPartition, MemoryBudget};
-use crate::catalog::{BatchCommit, Catalog, CatalogError, Execution, NewVersion, PartitionRange, Timings, now_ms};
+use crate::catalog::{BatchCommit, Catalog, CatalogError, Execution, NewVersion, PartitionRange, Timings, Txn, now_ms};
 use crate::consume::{self, Assignment, WorkerConsumer};
 use crate::dead_letters::DeadLetterTopic;
 use crate::formats::registry::RegistryClient;
@@ -27,6 +27,7 @@ use crate::frames;
 use crate::plugin::{Limits, OutputSink, Plugin, PluginLog, Runtime};
 use crate::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
 use crate::stage;
+use crate::tables;
 
 /// A stream publisher, resolved and ready to run.
 #[derive(Clone)]
@@ -231,6 +232,12 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<WorkerExit> {
     let id = publisher.id();
+    // Its table's Delta log first has every version the catalog has.
+    let (catalog, collection, table) = (node.catalog.clone(), publisher.collection.clone(), publisher.output_table());
+    tokio::task::spawn_blocking(move || tables::delta::sync(&catalog, &collection, &table))
+        .await
+        .expect("writing the Delta log does not panic")
+        .with_context(|| format!("bringing the Delta log of {id}'s table up to the catalog"))?;
     let (consumer, assignments) = consume::subscribe(
         &publisher.connection,
         &publisher.group_id(),
@@ -651,9 +658,14 @@ impl Batches {
             let (collection, publisher, topic) = (p.collection.clone(), self.id.clone(), p.source.topic.clone());
             let (ranges, execution) = (ranges.to_vec(), execution.clone());
             tokio::task::spawn_blocking(move || -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
-                let file = output.map(stage::TableSink::finish).transpose()?.flatten();
+                let written = output.map(stage::TableSink::finish).transpose()?.flatten();
+                let path = written.as_ref().map(|w| catalog.data_dir().join(&w.file.path));
+                let txns = ranges
+                    .iter()
+                    .map(|r| Txn { app_id: format!("{publisher}/{topic}/{}", r.partition), version: r.last + 1 })
+                    .collect();
                 let version =
-                    file.map(|path| NewVersion { table, files: vec![path.display().to_string()], rows: rows_out });
+                    written.map(|w| NewVersion { table, files: vec![w.file], rows: rows_out, schema: w.schema, txns });
                 let commit = BatchCommit {
                     collection: &collection,
                     publisher: &publisher,
@@ -663,7 +675,12 @@ impl Batches {
                     execution: &execution,
                     dead_letters: &stored_dead,
                 };
-                Ok(catalog.commit(&commit))
+                let committed = catalog.commit(&commit);
+                if let (Err(_), Some(path)) = (&committed, path) {
+                    // Its name is this attempt's alone: nothing else will ever use it.
+                    let _ = std::fs::remove_file(path);
+                }
+                Ok(committed)
             })
             .await
             .expect("committing does not panic")
@@ -677,11 +694,24 @@ impl Batches {
             Err(e) => return Err(Failure { error: e, log }),
         }
         timings.commit = ms(t.elapsed());
+        crate::crash::point("after-catalog-commit");
+
+        // The table's Delta log follows the catalog (and is repaired from it on start).
+        if execution.table_version.is_some() {
+            let t = Instant::now();
+            let (catalog, collection, table) = (self.node.catalog.clone(), p.collection.clone(), p.output_table());
+            let synced = tokio::task::spawn_blocking(move || tables::delta::sync(&catalog, &collection, &table))
+                .await
+                .expect("writing the Delta log does not panic");
+            if let Err(e) = synced {
+                tracing::error!(publisher = %self.id, error = %format!("{e:#}"), "writing the table's Delta log (the version is committed; the log is written again at the next commit and at start)");
+            }
+            timings.log = ms(t.elapsed());
+        }
         execution.timings_ms = *timings;
         if let Err(e) = self.node.catalog.set_timings(execution.id, timings) {
             tracing::warn!(publisher = %self.id, error = %e, "recording the commit's timing");
         }
-        crate::crash::point("after-catalog-commit");
 
         // Kafka's group offsets follow, only so lag tools see progress.
         self.commit_group_offsets(ranges);

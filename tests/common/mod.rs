@@ -2,6 +2,7 @@
 //! runtime with a shared artifact cache, and table generators.
 #![allow(dead_code)]
 
+pub mod delta;
 pub mod peers;
 pub mod serve;
 pub mod stream;

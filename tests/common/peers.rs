@@ -1,5 +1,6 @@
 //! Independent peers written in Python (`tests/peers/`): Confluent's own
-//! serializers and schema-registry client, fastavro, protobuf, pyarrow.
+//! serializers and schema-registry client, fastavro, protobuf, pyarrow; and
+//! DuckDB, Polars and deltalake reading Delta tables.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -11,15 +12,25 @@ pub fn test_file(path: &str) -> PathBuf {
 
 /// Runs `tests/peers/formats.py` with `args`; its standard output, or a panic with what it said.
 pub fn formats_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    peer("formats.py", args)
+}
+
+/// Runs `tests/peers/delta.py` (DuckDB, Polars and deltalake reading a Delta table) with `args`.
+pub fn delta_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
+    let out = peer("delta.py", args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("delta.py printed no JSON ({e}):\n{out}"))
+}
+
+fn peer<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S]) -> String {
     let out = Command::new("python3")
-        .arg(test_file("peers/formats.py"))
+        .arg(test_file(&format!("peers/{script}")))
         .args(args)
         .output()
         .expect("running python3 (scripts/setup.sh installs what it needs)");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(
         out.status.success(),
-        "formats.py {:?} failed:\n{stdout}\n{stderr}",
+        "{script} {:?} failed:\n{stdout}\n{stderr}",
         args.iter().map(|a| a.as_ref().to_string_lossy()).collect::<Vec<_>>()
     );
     stdout.into_owned()

@@ -77,7 +77,7 @@ impl Harness {
     /// The parquet files of every committed version of `events/clicks`.
     pub fn committed_files(&self) -> Vec<std::path::PathBuf> {
         let versions = self.catalog.versions("events", "clicks").expect("versions");
-        versions.into_iter().flat_map(|v| v.files).map(|f| self.dir.path().join(f)).collect()
+        versions.into_iter().flat_map(|v| v.files).map(|f| self.dir.path().join(f.path)).collect()
     }
 
     /// Every committed row's `event_id`, read back from the parquet files of every version.

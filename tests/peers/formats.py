@@ -184,6 +184,10 @@ def norm(v):
     if isinstance(v, dt.timedelta):
         return (v.days * 86400 + v.seconds) * 1_000_000 + v.microseconds
     if isinstance(v, decimal.Decimal):
+        # whole numbers as integers: decimal(20,0) is how a Delta table holds an
+        # unsigned 64-bit integer
+        if v == v.to_integral_value():
+            return int(v)
         return str(v.quantize(decimal.Decimal("0.01")))
     if isinstance(v, uuid.UUID):
         return str(v)

@@ -218,8 +218,12 @@ async fn demo(args: Args) -> anyhow::Result<()> {
     println!("\ncommitted versions of events/{table}:");
     println!("  {:<8} {:>6}  FILE", "VERSION", "ROWS");
     for v in catalog.versions("events", &table)? {
-        println!("  {:<8} {:>6}  {}", v.version, v.rows, data_dir.join(&v.files[0]).display());
+        println!("  {:<8} {:>6}  {}", v.version, v.rows, data_dir.join(&v.files[0].path).display());
     }
+    let location = data_dir.join(weir::tables::delta::table_dir("events", &table));
+    println!("\nevents/{table} is a Delta Lake table at {}: read any version with", location.display());
+    println!("  duckdb   SELECT * FROM delta_scan('{}', version => 1)", location.display());
+    println!("  polars   pl.scan_delta('{}', version=1)", location.display());
     println!("\ndead letters (kept in the catalog: the source has no dead-letter topic):");
     for d in catalog.dead_letters("events/read_clicks")? {
         let value =

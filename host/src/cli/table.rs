@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::client::{Client, Remote, address, cell, print_rows, time};
 
@@ -10,6 +10,8 @@ use super::client::{Client, Remote, address, cell, print_rows, time};
 pub enum Command {
     /// The tables of a collection.
     List { collection: String },
+    /// Where a table is (its Delta Lake location, for DuckDB, Polars, pandas, Spark) and its current version.
+    Show { table: String },
     /// A table's columns: `events/clicks`.
     Schema {
         table: String,
@@ -34,6 +36,13 @@ pub enum Command {
         /// Where to write it [default: <table>.parquet].
         #[arg(long, short = 'o')]
         out: Option<PathBuf>,
+    },
+    /// Keep the last N versions readable and delete what only older ones read;
+    /// old small files are compacted (no row is ever dropped).
+    Vacuum {
+        table: String,
+        #[arg(long, default_value_t = 100)]
+        keep_versions: i64,
     },
 }
 
@@ -60,6 +69,27 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
             let answer = client.get(&format!("/v1/collections/{collection}/tables"))?;
             let columns = [("table", "name"), ("versions", "versions"), ("latest", "latest_version"), ("rows", "rows")];
             client.print_list(&answer, &columns);
+        }
+        Command::Show { table } => {
+            let (c, t) = address(&table, "table")?;
+            let answer = client.get(&format!("/v1/collections/{c}/tables/{t}"))?;
+            client.print(&answer, |a| {
+                let location = cell(&a["location"]);
+                println!("table     {}", cell(&a["table"]));
+                println!("format    Delta Lake");
+                println!("location  {location}");
+                println!(
+                    "version   {} ({} rows in {} files)",
+                    cell(&a["version"]),
+                    cell(&a["rows"]),
+                    cell(&a["files"])
+                );
+                println!();
+                println!("read it as of any version N:");
+                println!("  duckdb   SELECT * FROM delta_scan('{location}', version => N)");
+                println!("  polars   pl.scan_delta('{location}', version=N)");
+                println!("  pandas   deltalake.DeltaTable('{location}', version=N).to_pandas()");
+            });
         }
         Command::Schema { table, version } => {
             let (c, t) = address(&table, "table")?;
@@ -90,6 +120,26 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
             let path = format!("/v1/collections/{c}/tables/{t}/sample?{}limit={limit}", version_query(version));
             let answer = client.get(&path)?;
             client.print(&answer, print_sample);
+        }
+        Command::Vacuum { table, keep_versions } => {
+            let (c, t) = address(&table, "table")?;
+            let answer = client
+                .post(&format!("/v1/collections/{c}/tables/{t}/vacuum"), &json!({ "keep_versions": keep_versions }))?;
+            client.print(&answer, |a| {
+                println!(
+                    "{table}: versions {} to {} stay readable; deleted {} files ({} bytes) that only older versions read",
+                    cell(&a["kept_from"]),
+                    cell(&a["latest"]),
+                    cell(&a["deleted_files"]),
+                    cell(&a["deleted_bytes"])
+                );
+                if let Some(v) = a["compacted_into"].as_i64() {
+                    println!(
+                        "compacted {} small files into version {v}: a later vacuum deletes them once version {v} is older than the kept ones",
+                        cell(&a["compacted_files"])
+                    );
+                }
+            });
         }
         Command::Export { table, version, out } => {
             let (c, t) = address(&table, "table")?;

@@ -13,7 +13,7 @@
 //! |--------------|-----------------------------|---------------------------------------|
 //! | `_partition` | `Int32`                     | the Kafka partition                   |
 //! | `_offset`    | `Int64`                     | the message's offset in the partition |
-//! | `_timestamp` | `Timestamp(ms, "+00:00")`   | the message's timestamp, if it has one |
+//! | `_timestamp` | `Timestamp(µs, "+00:00")`   | the message's timestamp, if it has one (Kafka's are milliseconds; Delta's unit is the microsecond) |
 //! | `_key`       | `Binary`                    | the message's key, if it has one      |
 //! | `_schema_id` | `Int32`                     | registry mode: the writer schema's id |
 
@@ -28,7 +28,7 @@ pub mod writers;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, BinaryArray, Int32Array, Int64Array, RecordBatch, TimestampMillisecondArray};
+use arrow::array::{ArrayRef, BinaryArray, Int32Array, Int64Array, RecordBatch, TimestampMicrosecondArray};
 use arrow::compute::concat_batches;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde::{Deserialize, Serialize};
@@ -318,7 +318,10 @@ impl Decoder {
         let extra: [ArrayRef; 4] = [
             Arc::new(Int32Array::from_iter_values(rows().map(|m| m.partition))),
             Arc::new(Int64Array::from_iter_values(rows().map(|m| m.offset))),
-            Arc::new(TimestampMillisecondArray::from_iter(rows().map(|m| m.timestamp)).with_timezone("+00:00")),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter(rows().map(|m| m.timestamp.map(|ms| ms * 1000)))
+                    .with_timezone("+00:00"),
+            ),
             Arc::new(BinaryArray::from_iter(rows().map(|m| m.key()))),
         ];
         columns.extend(extra);
@@ -491,7 +494,7 @@ pub fn provenance_fields() -> [Field; 4] {
     [
         Field::new("_partition", DataType::Int32, false),
         Field::new("_offset", DataType::Int64, false),
-        Field::new("_timestamp", DataType::Timestamp(TimeUnit::Millisecond, Some("+00:00".into())), true),
+        Field::new("_timestamp", DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())), true),
         Field::new("_key", DataType::Binary, true),
     ]
 }

@@ -41,10 +41,12 @@ pub fn router(app: Arc<App>) -> Router {
         .route(&format!("{p}/executions"), get(publishers::executions))
         .route("/v1/executions/{id}", get(publishers::execution))
         .route(&format!("{c}/tables"), get(tables::list))
+        .route(t, get(tables::show))
         .route(&format!("{t}/schema"), get(tables::schema))
         .route(&format!("{t}/versions"), get(tables::versions))
         .route(&format!("{t}/sample"), get(tables::sample))
         .route(&format!("{t}/export"), get(tables::export))
+        .route(&format!("{t}/vacuum"), post(tables::vacuum))
         .fallback(|| async { ApiError::not_found("no such endpoint: see the README's API section") })
         .with_state(app)
 }

@@ -92,6 +92,14 @@ async fn start(app: &Arc<App>, record: &PublisherRecord) {
 
 /// Starts every registered publisher that is not paused (on boot).
 pub async fn start_all(app: &Arc<App>) {
+    // Every table's Delta log first has what the catalog committed (a crash may
+    // have come between the two).
+    let catalog = app.catalog.clone();
+    match tokio::task::spawn_blocking(move || crate::tables::delta::sync_all(&catalog)).await {
+        Ok(Err(e)) => tracing::error!(error = %format!("{e:#}"), "bringing the Delta logs up to the catalog"),
+        Err(e) => tracing::error!(error = %e, "bringing the Delta logs up to the catalog"),
+        Ok(Ok(())) => {}
+    }
     let records = match app.catalog.all_publishers() {
         Ok(records) => records,
         Err(e) => {

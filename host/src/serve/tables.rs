@@ -62,6 +62,59 @@ pub async fn list(
     Ok(Json(json!(app.catalog.tables(&scope)?)))
 }
 
+/// Where a table is and how far it has come: its Delta location, as every
+/// engine opens it, and its current version.
+pub async fn show(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, table)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let scope = locate(&app, &tenant, &collection, &table)?;
+    let (task_app, task_scope, task_table) = (app.clone(), scope.clone(), table.clone());
+    let snapshot =
+        tokio::task::spawn_blocking(move || tables::snapshot(&task_app.catalog, &task_scope, &task_table, None))
+            .await??;
+    let dir = app.catalog.data_dir().join(tables::delta::table_dir(&scope, &table));
+    let location = std::fs::canonicalize(&dir).unwrap_or(dir);
+    Ok(Json(json!({
+        "table": format!("{collection}/{table}"),
+        "format": "delta",
+        "location": location.display().to_string(),
+        "version": snapshot.version,
+        "rows": snapshot.rows,
+        "files": snapshot.files.len(),
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VacuumRequest {
+    keep_versions: i64,
+}
+
+/// Retention: keeps the last `keep_versions` versions readable, deletes what
+/// only older ones read, and compacts old small files (see `tables::vacuum`).
+pub async fn vacuum(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, table)): Path<(String, String)>,
+    bytes: axum::body::Bytes,
+) -> ApiResult<Json<Value>> {
+    let req: VacuumRequest = super::api::body(&bytes)?;
+    if req.keep_versions < 1 {
+        return Err(ApiError::invalid("keep_versions must be at least 1: the latest version is always kept"));
+    }
+    let scope = locate(&app, &tenant, &collection, &table)?;
+    let task_app = app.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        tables::vacuum::vacuum(&task_app.catalog, &scope, &table, req.keep_versions)
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?
+    .map_err(|e| ApiError::internal(format!("{e:#}")))?;
+    Ok(Json(json!(done)))
+}
+
 pub async fn versions(
     Caller(tenant): Caller,
     State(app): State<Arc<App>>,

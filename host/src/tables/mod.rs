@@ -1,5 +1,5 @@
-//! Reading committed tables. Versions are appends: the table as of version N
-//! is every file of versions 1..=N, in order.
+//! Tables: what a table can hold (`types`, `evolve`), its Delta log
+//! (`delta`), and reading committed versions through that log.
 
 use std::fs::File;
 use std::io::Write;
@@ -15,9 +15,13 @@ use parquet::file::properties::WriterProperties;
 
 use crate::catalog::{Catalog, CatalogError};
 
+pub mod delta;
 pub mod evolve;
 pub mod stats;
 pub mod types;
+pub mod vacuum;
+
+use delta::ReplayError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
@@ -42,24 +46,38 @@ pub struct Snapshot {
     pub files: Vec<PathBuf>,
 }
 
-/// The table `collection/table` as of `version` (default: the latest).
+/// The table `collection/table` as of `version` (default: the latest), read
+/// through its Delta log, as any other reader would. The log is first brought
+/// up to the catalog (it is written after each catalog commit, so it may lag
+/// by a crash), so every version the catalog has committed can be read.
 pub fn snapshot(
     catalog: &Catalog,
     collection: &str,
     table: &str,
     version: Option<i64>,
 ) -> Result<Snapshot, TableError> {
-    let versions = catalog.versions(collection, table)?;
-    let latest = versions.last().ok_or_else(|| TableError::Empty(table.into()))?.version;
-    let version = version.unwrap_or(latest);
-    if !versions.iter().any(|v| v.version == version) {
-        return Err(TableError::NoVersion { table: table.into(), version, latest });
+    if let Err(e) = delta::sync(catalog, collection, table) {
+        tracing::warn!(table, error = %format!("{e:#}"), "bringing the Delta log up to the catalog");
     }
-    let upto = versions.iter().take_while(|v| v.version <= version);
+    let root = catalog.data_dir().join(delta::table_dir(collection, table));
+    let state = match delta::replay(&root, version) {
+        // Delta version 0 is the table's creation; weir's versions start at 1.
+        Ok(state) if state.version == 0 && version.is_none() => return Err(TableError::Empty(table.into())),
+        Ok(state) if state.version == 0 => {
+            let latest = delta::latest(&root).ok().flatten().unwrap_or(0);
+            return Err(TableError::NoVersion { table: table.into(), version: 0, latest });
+        }
+        Ok(state) => state,
+        Err(ReplayError::NoLog) => return Err(TableError::Empty(table.into())),
+        Err(ReplayError::NoVersion { version, latest }) => {
+            return Err(TableError::NoVersion { table: table.into(), version, latest });
+        }
+        Err(ReplayError::Read(e)) => return Err(read_error(&root, format!("{e:#}"))),
+    };
     Ok(Snapshot {
-        version,
-        rows: upto.clone().map(|v| v.rows).sum(),
-        files: upto.flat_map(|v| v.files.iter().map(|f| catalog.data_dir().join(f))).collect(),
+        version: state.version,
+        rows: state.files.iter().map(|(_, rows)| rows).sum(),
+        files: state.files.iter().map(|(path, _)| root.join(path)).collect(),
     })
 }
 
@@ -84,9 +102,10 @@ fn batches(snapshot: &Snapshot) -> impl Iterator<Item = Result<RecordBatch, Tabl
     })
 }
 
-/// The schema of the snapshot's newest file.
+/// The schema of the snapshot's newest file (a batch has every column of the
+/// versions before it).
 pub fn schema(snapshot: &Snapshot) -> Result<SchemaRef, TableError> {
-    let newest = snapshot.files.last().expect("a committed version has files");
+    let newest = snapshot.files.last().ok_or_else(|| TableError::Write("the version has no files".into()))?;
     Ok(open(newest)?.schema().clone())
 }
 
@@ -114,14 +133,69 @@ pub fn sample(snapshot: &Snapshot, limit: usize) -> Result<Vec<serde_json::Value
 /// Writes the snapshot as one parquet file; returns the rows written.
 pub fn export(snapshot: &Snapshot, out: impl Write + Send) -> Result<u64, TableError> {
     let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())).build();
+    let schema = export_schema(snapshot)?;
     let mut writer =
-        ArrowWriter::try_new(out, schema(snapshot)?, Some(props)).map_err(|e| TableError::Write(e.to_string()))?;
+        ArrowWriter::try_new(out, schema.clone(), Some(props)).map_err(|e| TableError::Write(e.to_string()))?;
     let mut rows = 0;
-    for batch in batches(snapshot) {
+    for batch in read_batches(snapshot, &schema) {
         let batch = batch?;
         rows += batch.num_rows() as u64;
         writer.write(&batch).map_err(|e| TableError::Write(e.to_string()))?;
     }
     writer.close().map_err(|e| TableError::Write(e.to_string()))?;
     Ok(rows)
+}
+
+/// The newest file's schema; if an older file lacks one of its columns (the
+/// table gained it later), that column as nullable.
+pub(crate) fn export_schema(snapshot: &Snapshot) -> Result<SchemaRef, TableError> {
+    let newest = schema(snapshot)?;
+    let mut missing = std::collections::HashSet::new();
+    for path in &snapshot.files {
+        let file = open(path)?;
+        let names: Vec<&str> = file.schema().fields().iter().map(|f| f.name().as_str()).collect();
+        missing
+            .extend(newest.fields().iter().filter(|f| !names.contains(&f.name().as_str())).map(|f| f.name().clone()));
+    }
+    if missing.is_empty() {
+        return Ok(newest);
+    }
+    let fields: Vec<arrow::datatypes::FieldRef> = newest
+        .fields()
+        .iter()
+        .map(|f| {
+            if missing.contains(f.name()) {
+                std::sync::Arc::new(f.as_ref().clone().with_nullable(true))
+            } else {
+                f.clone()
+            }
+        })
+        .collect();
+    Ok(std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, newest.metadata().clone())))
+}
+
+/// Every batch of the snapshot, file after file, with `schema`'s columns.
+pub(crate) fn read_batches<'a>(
+    snapshot: &'a Snapshot,
+    schema: &'a SchemaRef,
+) -> impl Iterator<Item = Result<RecordBatch, TableError>> + 'a {
+    batches(snapshot).map(|batch| conform(batch?, schema).map_err(|e| TableError::Write(e.to_string())))
+}
+
+/// `batch` with `schema`'s columns: a file from before the table gained a
+/// column reads it as nulls, as every Delta reader does.
+fn conform(batch: RecordBatch, schema: &SchemaRef) -> arrow::error::Result<RecordBatch> {
+    if batch.schema() == *schema {
+        return Ok(batch);
+    }
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|field| match batch.column_by_name(field.name()) {
+            Some(column) if column.data_type() == field.data_type() => Ok(column.clone()),
+            Some(column) => arrow::compute::cast(column, field.data_type()),
+            None => Ok(arrow::array::new_null_array(field.data_type(), batch.num_rows())),
+        })
+        .collect::<arrow::error::Result<Vec<_>>>()?;
+    RecordBatch::try_new(schema.clone(), columns)
 }

@@ -1,0 +1,300 @@
+//! Every table is a Delta Lake table: each weir version is the Delta version
+//! of the same number, read here by independent engines (DuckDB's delta
+//! extension, Polars, deltalake), never by weir's own reader alone: the rows of
+//! every version, the offsets kept as transaction ids, checkpoints, a schema
+//! that gains a column, and a change that is refused.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weir::catalog::{Catalog, CatalogError};
+use weir::formats::{DataFormat, Format};
+use weir::tables::{self, delta};
+use weir::worker::{WorkerExit, WorkerOptions};
+
+use common::delta::commit_version;
+use common::peers::delta_py;
+use common::stream::{CLICKS_SCHEMA, Harness, clicks, publisher_with};
+
+fn table_root(data_dir: &Path, collection: &str, table: &str) -> PathBuf {
+    data_dir.join(delta::table_dir(collection, table))
+}
+
+/// Each version's sorted keys as weir reads them through the log.
+fn weir_keys(catalog: &Catalog, collection: &str, table: &str, version: i64, key: &str) -> Vec<Value> {
+    let snapshot = tables::snapshot(catalog, collection, table, Some(version)).unwrap();
+    let rows = tables::sample(&snapshot, usize::MAX).unwrap();
+    let mut keys: Vec<Value> = rows.iter().map(|r| r[key].clone()).collect();
+    keys.sort_by_key(|k| k.to_string());
+    keys
+}
+
+/// What each reader saw of `version`, checked to be the same rows as `expected`.
+fn assert_readers_see(read: &Value, version: i64, expected: &[Value]) {
+    let mut expected: Vec<String> = expected.iter().map(|k| k.as_str().map_or(k.to_string(), str::to_string)).collect();
+    expected.sort();
+    for reader in ["duckdb", "polars", "deltalake"] {
+        let seen = &read["versions"][version.to_string()][reader];
+        let mut keys: Vec<String> = seen["keys"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{reader} did not read version {version}: {read}"))
+            .iter()
+            .map(|k| k.as_str().map_or(k.to_string(), str::to_string))
+            .collect();
+        keys.sort();
+        assert_eq!(keys, expected, "{reader} at version {version}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_version_reads_the_same_in_duckdb_polars_and_deltalake_and_keeps_the_offsets() {
+    let h = Harness::new(3);
+    h.produce("clicks", &clicks(0, 200)).await;
+    let mut w = h.start(
+        h.publisher("read-clicks", json!({"kafka.messages_rollover": 40, "kafka.time_rollover_seconds": 1}), None),
+        WorkerOptions::default(),
+    );
+    w.commits_until(200).await;
+    w.stop().await;
+
+    let versions = h.catalog.versions("events", "clicks").unwrap();
+    let latest = versions.last().unwrap().version;
+    assert!(latest >= 5, "200 messages in batches of at most 40 make at least 5 versions, not {latest}");
+    let root = table_root(h.dir.path(), "events", "clicks");
+    let offsets = h.catalog.offsets("events/read_clicks", "clicks").unwrap();
+    let mut args = vec!["read".to_string(), root.display().to_string(), "--key".into(), "event_id".into()];
+    for p in offsets.keys() {
+        args.extend(["--txn".to_string(), format!("events/read_clicks/clicks/{p}")]);
+    }
+    let read = delta_py(&args);
+
+    assert_eq!(read["latest"], latest, "weir version N is Delta version N");
+    for v in 1..=latest {
+        assert_readers_see(&read, v, &weir_keys(&h.catalog, "events", "clicks", v, "event_id"));
+    }
+    let all = read["versions"][latest.to_string()]["duckdb"]["rows"].as_u64().unwrap();
+    assert_eq!(all, 200, "the latest version holds every message");
+    for (p, next) in &offsets {
+        assert_eq!(read["txn"][format!("events/read_clicks/clicks/{p}")], json!(next), "partition {p}'s offset");
+    }
+    // Provenance columns in Delta's types: the Kafka timestamp in microseconds.
+    let fields = read["schema"]["fields"].as_array().unwrap();
+    let ty = |name: &str| fields.iter().find(|f| f["name"] == name).map(|f| f["type"].clone());
+    assert_eq!(
+        (ty("_partition"), ty("_offset"), ty("_timestamp")),
+        (Some(json!("integer")), Some(json!("long")), Some(json!("timestamp")))
+    );
+    // The log names each version's execution.
+    let commit = std::fs::read_to_string(root.join("_delta_log/00000000000000000001.json")).unwrap();
+    let info: Value = serde_json::from_str(commit.lines().next().unwrap()).unwrap();
+    assert_eq!(info["commitInfo"]["weirExecution"], json!(versions[0].execution.unwrap()));
+}
+
+/// [`commit_only`] of `ids`, then the log brought up to it.
+fn commit(
+    catalog: &Catalog,
+    ids: std::ops::Range<i64>,
+    extra: Option<&str>,
+    id_type_string: bool,
+) -> Result<i64, CatalogError> {
+    let version = commit_version(catalog, ids, extra, id_type_string)?;
+    delta::sync(catalog, "events", "t").unwrap();
+    Ok(version)
+}
+
+fn commit_only(catalog: &Catalog, ids: std::ops::Range<i64>) -> Result<i64, CatalogError> {
+    commit_version(catalog, ids, None, false)
+}
+
+#[test]
+fn checkpoints_keep_a_long_table_quick_to_open_at_any_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path()).unwrap();
+    for v in 0..205 {
+        commit(&catalog, v * 3..v * 3 + 3, None, false).unwrap();
+    }
+    let root = table_root(dir.path(), "events", "t");
+    let log = root.join("_delta_log");
+    for cp in [100, 200] {
+        assert!(log.join(format!("{cp:020}.checkpoint.parquet")).exists(), "a checkpoint at {cp}");
+    }
+    let hint: Value = serde_json::from_str(&std::fs::read_to_string(log.join("_last_checkpoint")).unwrap()).unwrap();
+    assert_eq!(hint["version"], 200);
+
+    // Readers open the table from its checkpoints: with the commits before the
+    // last checkpoint gone (as after a log clean-up), the newer versions still read.
+    let copy = dir.path().join("copy");
+    std::fs::create_dir_all(copy.join("_delta_log")).unwrap();
+    for entry in std::fs::read_dir(&log).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().to_string();
+        let before_checkpoint = name.ends_with(".json") && name[..20].parse::<i64>().unwrap() < 200;
+        if !before_checkpoint {
+            std::fs::copy(entry.path(), copy.join("_delta_log").join(&name)).unwrap();
+        }
+    }
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+        }
+    }
+    let read = delta_py(&["read", copy.to_str().unwrap(), "--key", "id", "--versions", "200,203,205"]);
+    assert_eq!(read["latest"], 205);
+    for v in [200i64, 203, 205] {
+        let expected: Vec<Value> = (0..v * 3).map(|i| json!(i)).collect();
+        assert_readers_see(&read, v, &expected);
+    }
+    // Every version of the whole log, around both checkpoints, reads the same in each engine and in weir.
+    let versions = "1,99,100,101,150,199,200,201,205";
+    let read =
+        delta_py(&["read", root.to_str().unwrap(), "--key", "id", "--versions", versions, "--txn", "events/p/topic/0"]);
+    for v in versions.split(',').map(|v| v.parse::<i64>().unwrap()) {
+        assert_readers_see(&read, v, &weir_keys(&catalog, "events", "t", v, "id"));
+        assert_eq!(weir_keys(&catalog, "events", "t", v, "id").len() as i64, v * 3);
+    }
+    assert_eq!(read["txn"]["events/p/topic/0"], 205 * 3);
+}
+
+#[test]
+fn a_batch_may_add_a_column_and_any_other_change_is_refused_uncommitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path()).unwrap();
+    commit(&catalog, 0..3, None, false).unwrap();
+    assert_eq!(commit(&catalog, 3..6, Some("x"), false).unwrap(), 2);
+    let root = table_root(dir.path(), "events", "t");
+    let read = delta_py(&["read", root.to_str().unwrap(), "--key", "id"]);
+    let names: Vec<&str> =
+        read["schema"]["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["id", "extra"], "version 2 added a column");
+    assert_readers_see(&read, 2, &(0..6).map(|i| json!(i)).collect::<Vec<_>>());
+    // The older rows read the new column as null; an export holds both.
+    let snapshot = tables::snapshot(&catalog, "events", "t", None).unwrap();
+    let rows = tables::sample(&snapshot, 10).unwrap();
+    assert_eq!((rows[0].get("extra"), &rows[5]["extra"]), (None, &json!("x")));
+    let mut out = Vec::new();
+    assert_eq!(tables::export(&snapshot, &mut out).unwrap(), 6);
+
+    // A type change is refused, naming the column and both types; nothing is committed.
+    let err = commit(&catalog, 6..9, Some("y"), true).unwrap_err();
+    assert!(err.to_string().contains("column `id` is long in the table, string in the batch"), "{err}");
+    assert_eq!(catalog.versions("events", "t").unwrap().len(), 2);
+    assert_eq!(delta::latest(&root).unwrap(), Some(2), "no Delta commit for a refused batch");
+    // Leaving a column out is a change too.
+    let err = commit(&catalog, 6..9, None, false).unwrap_err();
+    assert!(err.to_string().contains("column `extra` (string) is missing from the batch"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declared_type_change_fails_the_batch_with_the_columns_and_commits_nothing() {
+    let h = Harness::new(1);
+    h.produce("clicks", &clicks(0, 10)).await;
+    let src_cfg = json!({"kafka.messages_rollover": 10});
+    let mut w = h.start(h.publisher("read-clicks", src_cfg.clone(), None), WorkerOptions::default());
+    w.commits_until(10).await;
+    w.stop().await;
+
+    // The owner changes `user_id` from an integer to a string.
+    let schema = CLICKS_SCHEMA.replace(r#""user_id": { "type": "integer" }"#, r#""user_id": { "type": "string" }"#);
+    let format = Format::parse(DataFormat::Json, &schema, None).unwrap();
+    let values: Vec<String> = (10..20)
+        .map(|i| json!({"event_id": format!("evt-{i}"), "user_id": format!("u{i}"), "url": "/", "ts": "2026-11-29T10:00:00Z"}).to_string())
+        .collect();
+    h.produce("clicks", &values).await;
+    let publisher = publisher_with(h.connection(), &h.runtime, "read-clicks", "clicks", format, src_cfg, None);
+    let options =
+        WorkerOptions { max_attempts: 2, first_backoff: Duration::from_millis(100), ..WorkerOptions::default() };
+    let w = h.start(publisher, options);
+    let exit = tokio::time::timeout(Duration::from_secs(60), w.handle).await.unwrap().unwrap().unwrap();
+    let WorkerExit::Failed(error) = exit else { panic!("the publisher fails: {exit:?}") };
+    assert!(error.contains("column `user_id` is long in the table, string in the batch"), "{error}");
+    assert_eq!(h.catalog.versions("events", "clicks").unwrap().len(), 1, "nothing committed");
+    assert_eq!(h.catalog.offsets("events/read_clicks", "clicks").unwrap()[&0], 10, "the offsets stay");
+    let root = table_root(h.dir.path(), "events", "clicks");
+    assert_eq!(delta::latest(&root).unwrap(), Some(1));
+    let files = std::fs::read_dir(&root)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "parquet"))
+        .count();
+    assert_eq!(files, 1, "the refused batch's file is gone");
+}
+
+#[test]
+fn a_log_behind_the_catalog_is_repaired_and_a_foreign_commit_is_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path()).unwrap();
+    for v in 0..3 {
+        commit(&catalog, v * 2..v * 2 + 2, None, false).unwrap();
+    }
+    let root = table_root(dir.path(), "events", "t");
+    let log = root.join("_delta_log");
+    // As if the process had died after the catalog's commits of versions 2 and
+    // 3 and before their Delta commits: the log is repaired from the catalog.
+    let (two, three) = (log.join(format!("{:020}.json", 2)), log.join(format!("{:020}.json", 3)));
+    let original = std::fs::read(&three).unwrap();
+    std::fs::remove_file(&two).unwrap();
+    std::fs::remove_file(&three).unwrap();
+    let synced = delta::sync(&catalog, "events", "t").unwrap();
+    assert_eq!((synced.written, synced.version), (2, Some(3)));
+    assert_eq!(std::fs::read(&three).unwrap(), original, "the same bytes: a pure function of the catalog");
+    let read = delta_py(&["read", root.to_str().unwrap(), "--key", "id"]);
+    assert_readers_see(&read, 3, &(0..6).map(|i| json!(i)).collect::<Vec<_>>());
+    assert_eq!(delta::sync(&catalog, "events", "t").unwrap().written, 0, "writing again writes nothing");
+
+    // Another writer's commit where weir's version 4 goes: weir never overwrites
+    // it, says so, and the catalog keeps the version for when the log is put right.
+    let four = log.join(format!("{:020}.json", 4));
+    std::fs::write(&four, b"{\"commitInfo\":{\"engineInfo\":\"someone else\"}}\n").unwrap();
+    commit_only(&catalog, 6..8).unwrap();
+    let err = delta::sync(&catalog, "events", "t").unwrap_err().to_string();
+    assert!(err.contains("holds a commit weir did not write"), "{err}");
+    assert!(std::fs::read_to_string(&four).unwrap().contains("someone else"));
+    std::fs::remove_file(&four).unwrap();
+    assert_eq!(delta::sync(&catalog, "events", "t").unwrap().version, Some(4));
+}
+
+#[test]
+fn vacuum_keeps_the_last_versions_readable_and_deletes_only_what_older_ones_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path()).unwrap();
+    for v in 0..10 {
+        commit(&catalog, v * 4..v * 4 + 4, None, false).unwrap();
+    }
+    let root = table_root(dir.path(), "events", "t");
+    let parquet_files = || {
+        std::fs::read_dir(&root)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".parquet"))
+            .count()
+    };
+    let all = |upto: i64| (0..upto * 4).map(|i| json!(i)).collect::<Vec<_>>();
+
+    // Versions 8, 9 and 10 are kept: the files of versions 1..7 are compacted
+    // into one, as version 11; every file is still needed, so none goes.
+    let done = tables::vacuum::vacuum(&catalog, "events", "t", 3).unwrap();
+    assert_eq!((done.kept_from, done.deleted_files, done.compacted_files, done.compacted_into), (8, 0, 7, Some(11)));
+    assert_eq!(parquet_files(), 11);
+    let read = delta_py(&["read", root.to_str().unwrap(), "--key", "id", "--versions", "1,8,10,11"]);
+    for (v, rows) in [(1, 1), (8, 8), (10, 10), (11, 10)] {
+        assert_readers_see(&read, v, &all(rows));
+    }
+    // Compaction changes no data: weir counts the same rows.
+    assert_eq!(tables::snapshot(&catalog, "events", "t", None).unwrap().rows, 40);
+
+    // Three versions on, version 11 is older than the kept ones: the seven
+    // files it replaced are deleted; every kept version still reads in full.
+    for v in 10..13 {
+        commit(&catalog, v * 4..v * 4 + 4, None, false).unwrap();
+    }
+    let done = tables::vacuum::vacuum(&catalog, "events", "t", 3).unwrap();
+    assert_eq!((done.kept_from, done.deleted_files), (12, 7));
+    assert!(done.compacted_into.is_some(), "{done:?}");
+    let latest = done.latest;
+    let read = delta_py(&["read", root.to_str().unwrap(), "--key", "id", "--versions", &format!("12,13,14,{latest}")]);
+    for (v, rows) in [(12, 11), (13, 12), (14, 13), (latest, 13)] {
+        assert_readers_see(&read, v, &all(rows));
+    }
+}

@@ -1,0 +1,79 @@
+"""Independent readers of weir's Delta tables: DuckDB (its delta extension, on
+delta-kernel-rs), Polars and deltalake (delta-rs). None of them is weir's code.
+
+    python3 delta.py read TABLE_DIR --key COLUMN [--versions 1,2,5] [--txn APP_ID ...]
+
+prints one JSON object: for each version, each reader's row count and the
+sorted values of COLUMN; the latest version each reader sees; and, from
+deltalake, the stored transaction version of each APP_ID.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+
+def duckdb_connection():
+    import duckdb
+    import duckdb_extension_delta
+
+    # DuckDB cannot download extensions here: load the one the wheel carries.
+    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    root = os.path.join(os.path.dirname(duckdb_extension_delta.__file__), "extensions")
+    (path,) = [
+        os.path.join(d, f) for d, _, files in os.walk(root) for f in files if f.endswith(".duckdb_extension")
+    ]
+    con.execute(f"LOAD '{path}'")
+    return con
+
+
+def read_duckdb(con, table, version, key):
+    rows = con.execute(f"SELECT {key} FROM delta_scan(?, version => {version})", [table]).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+def read_polars(table, version, key):
+    import polars as pl
+
+    return sorted(pl.scan_delta(table, version=version).select(key).collect()[key].to_list())
+
+
+def read_deltalake(table, version, key):
+    import deltalake
+
+    t = deltalake.DeltaTable(table, version=version)
+    return sorted(t.to_pyarrow_table(columns=[key]).column(key).to_pylist())
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    read = sub.add_parser("read")
+    read.add_argument("table")
+    read.add_argument("--key", required=True)
+    read.add_argument("--versions", default="")
+    read.add_argument("--txn", action="append", default=[])
+    args = parser.parse_args()
+
+    import deltalake
+
+    table = os.path.abspath(args.table)
+    latest = deltalake.DeltaTable(table)
+    versions = [int(v) for v in args.versions.split(",") if v] or list(range(1, latest.version() + 1))
+    con = duckdb_connection()
+    out = {"latest": latest.version(), "versions": {}, "txn": {}, "schema": json.loads(latest.schema().to_json())}
+    for v in versions:
+        readers = {
+            "duckdb": read_duckdb(con, table, v, args.key),
+            "polars": read_polars(table, v, args.key),
+            "deltalake": read_deltalake(table, v, args.key),
+        }
+        out["versions"][str(v)] = {name: {"rows": len(keys), "keys": keys} for name, keys in readers.items()}
+    for app_id in args.txn:
+        out["txn"][app_id] = latest.transaction_version(app_id)
+    json.dump(out, sys.stdout, default=str)
+
+
+if __name__ == "__main__":
+    main()
