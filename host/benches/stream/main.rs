@@ -12,6 +12,7 @@
 #[path = "../../../tests/common/mod.rs"]
 mod common;
 mod dataset;
+mod delta_log;
 mod runs;
 
 use serde::Serialize;
@@ -107,6 +108,10 @@ pub struct Figures {
     /// The plugin calls' CPU time over run 2's `cpu_seconds`.
     pub wasm_cpu_share: f64,
     pub weir_stage_ms: weir::catalog::Timings,
+    /// Versions run 2 committed.
+    pub weir_commits: usize,
+    /// The Delta log alone.
+    pub delta: delta_log::DeltaCosts,
     /// Cores this machine has.
     pub cores: f64,
     pub floor: Floor,
@@ -295,6 +300,20 @@ fn print_figures(f: &Figures) {
         t.write,
         t.commit,
         f.wasm_share * 100.0
+    );
+    println!(
+        "the Delta log: {:.0} ms over run 2's {} commits ({:.1} ms each), {:.2} % of end-to-end time (target ≤ 3 %); alone, a commit {:.2} ms, a checkpoint {}",
+        t.log,
+        f.weir_commits,
+        t.log / f.weir_commits.max(1) as f64,
+        t.log / 1e3 / f.weir.seconds * 100.0,
+        f.delta.commit_ms,
+        f.delta
+            .checkpoints_ms
+            .iter()
+            .map(|(v, ms)| format!("{ms:.1} ms at version {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     println!(
         "the plugin calls used {:.0} ms of CPU, {:.1} % of the {:.1} CPU-seconds of the end-to-end run{}",

@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, RecordBatch, TimestampMillisecondArray};
+use arrow::array::{Array, RecordBatch, TimestampMicrosecondArray};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, Producer};
@@ -66,11 +66,13 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
     let raw = raw_consume(broker, n);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     eprintln!("[{}] weir end to end ...", broker.name());
-    let (weir, stages) = rt.block_on(weir_run(broker, &Dataset::Json, timed, PublishStage::Plugin, "weir-e2e"));
+    let (weir, stages, commits) =
+        rt.block_on(weir_run(broker, &Dataset::Json, timed, PublishStage::Plugin, "weir-e2e"));
     eprintln!("[{}] weir end to end, Avro framed by a schema registry ...", broker.name());
-    let (weir_avro, _) = rt.block_on(weir_run(broker, &avro, timed, PublishStage::Plugin, "weir-avro"));
+    let (weir_avro, ..) = rt.block_on(weir_run(broker, &avro, timed, PublishStage::Plugin, "weir-avro"));
     eprintln!("[{}] weir, native identity ...", broker.name());
-    let (native, _) = rt.block_on(weir_run(broker, &Dataset::Json, timed, PublishStage::NativeIdentity, "weir-native"));
+    let (native, ..) =
+        rt.block_on(weir_run(broker, &Dataset::Json, timed, PublishStage::NativeIdentity, "weir-native"));
     eprintln!("[{}] the Python path ...", broker.name());
     let python = python_path(&bootstrap, &settings, timed);
     let sizes: &[u64] = if quick { &[16, 64] } else { &[16, 64, 256] };
@@ -99,6 +101,11 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
         wasm_share: (stages.publish - stages.write) / 1e3 / weir.0,
         wasm_cpu_share: stages.plugin_cpu / 1e3 / weir.1.own,
         weir_stage_ms: stages,
+        weir_commits: commits,
+        delta: {
+            eprintln!("[{}] the Delta log alone ...", broker.name());
+            crate::delta_log::measure(if quick { 200 } else { 1000 })
+        },
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
         floor,
         latency,
@@ -346,7 +353,7 @@ async fn weir_run(
     timed: usize,
     stage: PublishStage,
     group: &str,
-) -> ((f64, Cpu), Timings) {
+) -> ((f64, Cpu), Timings, usize) {
     let src_cfg = serde_json::json!({
         "kafka.messages_rollover": BATCH, "kafka.size_rollover_mb": SIZE_MB, "kafka.time_rollover_seconds": 60,
     });
@@ -357,15 +364,18 @@ async fn weir_run(
     let measured = clocks.stop(broker);
     let (catalog, _dir) = run.stop().await;
     let mut total = Timings::default();
-    for e in catalog.executions("events/read_clicks").unwrap().iter().filter(|e| e.status == "committed") {
+    let committed: Vec<_> =
+        catalog.executions("events/read_clicks").unwrap().into_iter().filter(|e| e.status == "committed").collect();
+    for e in &committed {
         total.decode += e.timings_ms.decode;
         total.stage += e.timings_ms.stage;
         total.publish += e.timings_ms.publish;
         total.write += e.timings_ms.write;
         total.plugin_cpu += e.timings_ms.plugin_cpu;
         total.commit += e.timings_ms.commit;
+        total.log += e.timings_ms.log;
     }
-    (measured, total)
+    (measured, total, committed.len())
 }
 
 fn python_path(bootstrap: &str, settings: &[(&str, &str)], timed: usize) -> (f64, Cpu) {
@@ -423,13 +433,14 @@ async fn latency(broker: &Broker, seconds: u64) -> Latency {
     let mut latencies = Vec::with_capacity(total);
     for version in catalog.versions("events", "clicks").unwrap() {
         for file in &version.files {
-            let frame = weir::input::read(&catalog.data_dir().join(file), None).unwrap();
+            let frame = weir::input::read(&catalog.data_dir().join(&file.path), None).unwrap();
             for batch in frame.batches {
                 let ts = batch.column_by_name("_timestamp").unwrap();
-                let ts = ts.as_any().downcast_ref::<TimestampMillisecondArray>().unwrap();
+                let ts = ts.as_any().downcast_ref::<TimestampMicrosecondArray>().unwrap();
+                let ms = |i: usize| ts.value(i) / 1000;
                 // Only this run's messages (a broker whose `latest` trails the log end hands out older ones too).
-                let ours = (0..ts.len()).filter(|i| ts.value(*i) >= since);
-                latencies.extend(ours.map(|i| (version.created_at_ms - ts.value(i)) as f64));
+                let ours = (0..ts.len()).filter(|i| ms(*i) >= since);
+                latencies.extend(ours.map(|i| (version.created_at_ms - ms(i)) as f64));
             }
         }
     }
