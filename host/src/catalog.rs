@@ -522,18 +522,27 @@ impl Catalog {
     /// committed before weir wrote Delta logs). `None`: no such table.
     pub fn table_record(&self, collection: &str, table: &str) -> Result<Option<TableRecord>, CatalogError> {
         let conn = self.conn();
-        conn.execute(
-            "UPDATE tables SET delta_id = ?3 WHERE collection = ?1 AND name = ?2 AND delta_id IS NULL",
-            params![collection, table, new_uuid()],
-        )?;
-        let record = conn
-            .query_row(
+        let read = |conn: &Connection| {
+            conn.query_row(
                 "SELECT delta_id, created_at_ms FROM tables WHERE collection = ?1 AND name = ?2",
                 params![collection, table],
-                |r| Ok(TableRecord { delta_id: r.get(0)?, created_at_ms: r.get::<_, Option<i64>>(1)?.unwrap_or(0) }),
+                |r| Ok((r.get::<_, Option<String>>(0)?, r.get::<_, Option<i64>>(1)?.unwrap_or(0))),
             )
-            .optional()?;
-        Ok(record)
+            .optional()
+        };
+        let record = match read(&conn)? {
+            None => return Ok(None),
+            Some((Some(delta_id), created_at_ms)) => TableRecord { delta_id, created_at_ms },
+            Some((None, _)) => {
+                conn.execute(
+                    "UPDATE tables SET delta_id = ?3 WHERE collection = ?1 AND name = ?2 AND delta_id IS NULL",
+                    params![collection, table, new_uuid()],
+                )?;
+                let (delta_id, created_at_ms) = read(&conn)?.expect("the table is there");
+                TableRecord { delta_id: delta_id.expect("just given"), created_at_ms }
+            }
+        };
+        Ok(Some(record))
     }
 
     /// Every table of every collection, as (collection key, table name).

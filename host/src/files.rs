@@ -30,9 +30,10 @@ pub enum Created {
 }
 
 /// Writes `bytes` to `path` only if nothing is there (put-if-absent), whole
-/// or not at all, and durably: a temporary file is synced, then hard-linked
-/// under the real name, which fails if that name exists. Two writers racing
-/// for one name: one writes it, the other finds it.
+/// or not at all: a temporary file is synced, then hard-linked under the real
+/// name, which fails if that name exists. Two writers racing for one name: one
+/// writes it, the other finds it. The name itself is not synced: a caller
+/// whose file can be written again after a crash does not wait for it.
 pub fn create_new_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<Created> {
     static WRITES: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -50,10 +51,5 @@ pub fn create_new_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<Create
         }
     })();
     let _ = std::fs::remove_file(&tmp);
-    let created = written.with_context(|| format!("writing {}", path.display()))?;
-    if created == Created::Written {
-        // The new name is durable once its directory is.
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("syncing {}", dir.display()))?;
-    }
-    Ok(created)
+    written.with_context(|| format!("writing {}", path.display()))
 }

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use crate::catalog::{Catalog, DataFile, TableRecord, TableVersion};
 use crate::files::{Created, create_new_atomically, write_atomically};
 use crate::stage::{self, Kind};
-use crate::tables::types::has_timestamp_ntz;
+use crate::tables::types::{TableTypes, delta_schema, has_timestamp_ntz};
 
 /// Versions between checkpoints: opening a table reads the last checkpoint and
 /// at most this many commits after it.
@@ -60,73 +60,106 @@ fn protocol(schema: &Value) -> Value {
     }
 }
 
-fn metadata(record: &TableRecord, name: &str, schema: &Value) -> Value {
-    json!({
-        "id": record.delta_id,
-        "name": name,
-        "format": { "provider": "parquet", "options": {} },
-        "schemaString": schema.to_string(),
-        "partitionColumns": [],
-        "configuration": {},
-        "createdTime": record.created_at_ms,
-    })
+/// One table whose log is being written: the catalog it comes from, its
+/// identity, and where it lives.
+struct TableLog<'a> {
+    catalog: &'a Catalog,
+    collection: &'a str,
+    table: &'a str,
+    record: TableRecord,
+    /// `collection/table`, as its owner names it.
+    name: String,
+    /// Relative to the data directory (data files are named so in the catalog).
+    dir: PathBuf,
+    root: PathBuf,
 }
 
-/// Delta version 0: the table, with version 1's columns and no rows.
-fn creation(record: &TableRecord, name: &str, first: &TableVersion) -> anyhow::Result<Vec<Value>> {
-    let schema = first.schema.as_ref().context("version 1 has no columns recorded")?;
-    Ok(vec![
-        json!({ "commitInfo": { "timestamp": record.created_at_ms, "operation": "CREATE TABLE",
-                                "operationParameters": {}, "isBlindAppend": true, "engineInfo": ENGINE } }),
-        json!({ "protocol": protocol(schema) }),
-        json!({ "metaData": metadata(record, name, schema) }),
-    ])
-}
+impl TableLog<'_> {
+    fn metadata(&self, schema: &Value) -> Value {
+        json!({
+            "id": self.record.delta_id,
+            "name": self.name,
+            "format": { "provider": "parquet", "options": {} },
+            "schemaString": schema.to_string(),
+            "partitionColumns": [],
+            "configuration": {},
+            "createdTime": self.record.created_at_ms,
+        })
+    }
 
-/// Delta version `v.version`: its files, its partitions' offsets and its
-/// execution; or, for a compaction, the files it replaces and their replacement.
-fn version_actions(record: &TableRecord, name: &str, dir: &Path, v: &TableVersion) -> anyhow::Result<Vec<Value>> {
-    let compaction = v.execution.is_none();
-    let info = match v.execution {
-        Some(execution) => json!({
-            "timestamp": v.created_at_ms,
-            "operation": "STREAMING UPDATE",
-            "operationParameters": { "outputMode": "Append", "epochId": execution },
-            "isBlindAppend": true,
-            "engineInfo": ENGINE,
-            "weirExecution": execution,
-        }),
-        None => json!({
-            "timestamp": v.created_at_ms,
-            "operation": "OPTIMIZE",
-            "operationParameters": { "compacted": v.removed.len() },
-            "isBlindAppend": false,
-            "engineInfo": ENGINE,
-        }),
-    };
-    let mut actions = vec![json!({ "commitInfo": info })];
-    // The first version's columns are version 0's; a later change comes with its own.
-    if let Some(schema) = v.schema.as_ref().filter(|_| v.version > 1) {
-        actions.push(json!({ "protocol": protocol(schema) }));
-        actions.push(json!({ "metaData": metadata(record, name, schema) }));
+    /// Version 1's columns: recorded, or (a table committed before weir
+    /// recorded them) those of its first file.
+    fn first_schema(&self, first: &TableVersion) -> anyhow::Result<Value> {
+        if let Some(schema) = &first.schema {
+            return Ok(schema.clone());
+        }
+        let file = first.files.first().context("version 1 has no file")?;
+        let path = self.catalog.data_dir().join(&file.path);
+        let reader = ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?,
+        )?;
+        Ok(delta_schema(TableTypes::new(reader.schema())?.written()))
     }
-    for txn in &v.txns {
-        actions.push(json!({ "txn": { "appId": txn.app_id, "version": txn.version, "lastUpdated": v.created_at_ms } }));
+
+    /// Delta version 0: the table, with version 1's columns and no rows.
+    fn creation(&self, first: &TableVersion) -> anyhow::Result<Vec<Value>> {
+        let schema = &self.first_schema(first)?;
+        Ok(vec![
+            json!({ "commitInfo": { "timestamp": self.record.created_at_ms, "operation": "CREATE TABLE",
+                                    "operationParameters": {}, "isBlindAppend": true, "engineInfo": ENGINE } }),
+            json!({ "protocol": protocol(schema) }),
+            json!({ "metaData": self.metadata(schema) }),
+        ])
     }
-    for file in &v.removed {
-        actions.push(json!({ "remove": {
-            "path": relative(dir, file)?,
-            "deletionTimestamp": v.created_at_ms,
-            "dataChange": false,
-            "extendedFileMetadata": true,
-            "partitionValues": {},
-            "size": file.size,
-        } }));
+
+    /// Delta version `v.version`: its files, its partitions' offsets and its
+    /// execution; or, for a compaction, the files it replaces and their replacement.
+    fn version_actions(&self, v: &TableVersion) -> anyhow::Result<Vec<Value>> {
+        let dir = &self.dir;
+        let compaction = v.execution.is_none();
+        let info = match v.execution {
+            Some(execution) => json!({
+                "timestamp": v.created_at_ms,
+                "operation": "STREAMING UPDATE",
+                "operationParameters": { "outputMode": "Append", "epochId": execution },
+                "isBlindAppend": true,
+                "engineInfo": ENGINE,
+                "weirExecution": execution,
+            }),
+            None => json!({
+                "timestamp": v.created_at_ms,
+                "operation": "OPTIMIZE",
+                "operationParameters": { "compacted": v.removed.len() },
+                "isBlindAppend": false,
+                "engineInfo": ENGINE,
+            }),
+        };
+        let mut actions = vec![json!({ "commitInfo": info })];
+        // The first version's columns are version 0's; a later change comes with its own.
+        if let Some(schema) = v.schema.as_ref().filter(|_| v.version > 1) {
+            actions.push(json!({ "protocol": protocol(schema) }));
+            actions.push(json!({ "metaData": self.metadata(schema) }));
+        }
+        for txn in &v.txns {
+            actions.push(
+                json!({ "txn": { "appId": txn.app_id, "version": txn.version, "lastUpdated": v.created_at_ms } }),
+            );
+        }
+        for file in &v.removed {
+            actions.push(json!({ "remove": {
+                "path": relative(dir, file)?,
+                "deletionTimestamp": v.created_at_ms,
+                "dataChange": false,
+                "extendedFileMetadata": true,
+                "partitionValues": {},
+                "size": file.size,
+            } }));
+        }
+        for file in &v.files {
+            actions.push(json!({ "add": add(dir, file, v.created_at_ms, !compaction)? }));
+        }
+        Ok(actions)
     }
-    for file in &v.files {
-        actions.push(json!({ "add": add(dir, file, v.created_at_ms, !compaction)? }));
-    }
-    Ok(actions)
 }
 
 fn relative(dir: &Path, file: &DataFile) -> anyhow::Result<String> {
@@ -160,7 +193,10 @@ fn lines(actions: &[Value]) -> Vec<u8> {
 /// The newest Delta version of each table directory this process has written
 /// or found (so that a commit writes only what is new), each behind its own
 /// lock: one writer per table in this process, tables side by side.
-static KNOWN: LazyLock<Mutex<HashMap<PathBuf, Arc<Mutex<Option<i64>>>>>> = LazyLock::new(Default::default);
+static KNOWN: LazyLock<Mutex<HashMap<PathBuf, Known>>> = LazyLock::new(Default::default);
+
+/// A table's newest written version, behind the lock its writers take.
+type Known = Arc<Mutex<Option<i64>>>;
 
 /// What [`sync`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -180,6 +216,7 @@ pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<
     let dir = table_dir(collection, table);
     let root = catalog.data_dir().join(&dir);
     let name = format!("{}/{table}", collection.split_once('/').map_or(collection, |(_, c)| c));
+    let log = TableLog { catalog, collection, table, record, name: name.clone(), dir, root: root.clone() };
     // One writer per table in this process; others (another process, a node) are
     // kept out of harm's way by put-if-absent.
     let table_lock = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).entry(root.clone()).or_default().clone();
@@ -196,7 +233,7 @@ pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<
         if first.version != 1 {
             bail!("table `{name}`: the catalog's first version is {}, not 1", first.version);
         }
-        synced.written += write_commit(&root, 0, &creation(&record, &name, first)?)? as usize;
+        synced.written += write_commit(&root, 0, &log.creation(first)?)? as usize;
         newest = 0;
     }
     let after = newest;
@@ -205,7 +242,7 @@ pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<
             bail!("table `{name}`: the catalog skips from version {newest} to {}", v.version);
         }
         let v = with_sizes(catalog.data_dir(), v)?;
-        synced.written += write_commit(&root, v.version, &version_actions(&record, &name, &dir, &v)?)? as usize;
+        synced.written += write_commit(&root, v.version, &log.version_actions(&v)?)? as usize;
         newest = v.version;
         *known = Some(newest);
     }
@@ -214,7 +251,7 @@ pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<
     // The newest checkpoint due (also after a crash that came between a commit and its checkpoint).
     let due = newest / CHECKPOINT_INTERVAL * CHECKPOINT_INTERVAL;
     if due > 0 && !checkpoint_file(&root, due).exists() {
-        checkpoint(catalog, collection, table, &record, &name, due)?;
+        log.checkpoint(due)?;
         synced.checkpoints += 1;
     }
     Ok(synced)
@@ -248,7 +285,9 @@ fn with_sizes(data_dir: &Path, v: &TableVersion) -> anyhow::Result<TableVersion>
 }
 
 /// Writes one commit, put-if-absent. `true`: written; `false`: it was there
-/// already, byte for byte (anything else there is an error: weir did not write it).
+/// already, byte for byte (anything else there is an error: weir did not write
+/// it). Its bytes are synced, its name not: a commit lost with its directory's
+/// last writes is written again, the same, by the next [`sync`].
 fn write_commit(root: &Path, version: i64, actions: &[Value]) -> anyhow::Result<bool> {
     let path = commit_file(root, version);
     let bytes = lines(actions);
@@ -357,59 +396,51 @@ fn checkpoint_schema() -> SchemaRef {
     ]))
 }
 
-/// The table's state as of `version`, as actions: protocol, metadata, the
-/// newest `txn` of each application, every file.
-fn state(
-    catalog: &Catalog,
-    collection: &str,
-    table: &str,
-    record: &TableRecord,
-    name: &str,
-    version: i64,
-) -> anyhow::Result<Vec<Value>> {
-    let dir = table_dir(collection, table);
-    let versions: Vec<TableVersion> =
-        catalog.versions(collection, table)?.into_iter().take_while(|v| v.version <= version).collect();
-    let schema = versions.iter().rev().find_map(|v| v.schema.clone()).context("no version records the columns")?;
-    let mut txns = BTreeMap::new();
-    let mut actions =
-        vec![json!({ "protocol": protocol(&schema) }), json!({ "metaData": metadata(record, name, &schema) })];
-    let mut files: Vec<(DataFile, i64)> = Vec::new();
-    for v in &versions {
-        for txn in &v.txns {
-            txns.insert(
-                txn.app_id.clone(),
-                json!({ "appId": txn.app_id, "version": txn.version, "lastUpdated": v.created_at_ms }),
-            );
+impl TableLog<'_> {
+    /// The table's state as of `version`, as actions: protocol, metadata, the
+    /// newest `txn` of each application, every file.
+    fn state(&self, version: i64) -> anyhow::Result<Vec<Value>> {
+        let versions: Vec<TableVersion> = self
+            .catalog
+            .versions(self.collection, self.table)?
+            .into_iter()
+            .take_while(|v| v.version <= version)
+            .collect();
+        let schema = match versions.iter().rev().find_map(|v| v.schema.clone()) {
+            Some(schema) => schema,
+            None => self.first_schema(versions.first().context("no version to checkpoint")?)?,
+        };
+        let mut txns = BTreeMap::new();
+        let mut actions = vec![json!({ "protocol": protocol(&schema) }), json!({ "metaData": self.metadata(&schema) })];
+        let mut files: Vec<(DataFile, i64)> = Vec::new();
+        for v in &versions {
+            for txn in &v.txns {
+                txns.insert(
+                    txn.app_id.clone(),
+                    json!({ "appId": txn.app_id, "version": txn.version, "lastUpdated": v.created_at_ms }),
+                );
+            }
+            files.retain(|(f, _)| !v.removed.iter().any(|r| r.path == f.path));
+            files.extend(with_sizes(self.catalog.data_dir(), v)?.files.into_iter().map(|f| (f, v.created_at_ms)));
         }
-        files.retain(|(f, _)| !v.removed.iter().any(|r| r.path == f.path));
-        files.extend(with_sizes(catalog.data_dir(), v)?.files.into_iter().map(|f| (f, v.created_at_ms)));
+        for (file, at_ms) in &files {
+            actions.push(json!({ "add": add(&self.dir, file, *at_ms, false)? }));
+        }
+        actions.extend(txns.into_values().map(|txn| json!({ "txn": txn })));
+        Ok(actions)
     }
-    for (file, at_ms) in &files {
-        actions.push(json!({ "add": add(&dir, file, *at_ms, false)? }));
-    }
-    actions.extend(txns.into_values().map(|txn| json!({ "txn": txn })));
-    Ok(actions)
-}
 
-/// Writes the checkpoint of `version` and points `_last_checkpoint` at it.
-fn checkpoint(
-    catalog: &Catalog,
-    collection: &str,
-    table: &str,
-    record: &TableRecord,
-    name: &str,
-    version: i64,
-) -> anyhow::Result<()> {
-    let actions = state(catalog, collection, table, record, name, version)?;
-    let schema = checkpoint_schema();
-    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone()).build_decoder()?;
-    decoder.serialize(&actions)?;
-    let batch = decoder.flush()?.context("a checkpoint has actions")?;
-    let root = catalog.data_dir().join(table_dir(collection, table));
-    stage::write_parquet(&checkpoint_file(&root, version), &schema, &[batch], Kind::Table)?;
-    let hint = json!({ "version": version, "size": actions.len() });
-    write_atomically(&log_dir(&root).join("_last_checkpoint"), hint.to_string().as_bytes(), true)
+    /// Writes the checkpoint of `version` and points `_last_checkpoint` at it.
+    fn checkpoint(&self, version: i64) -> anyhow::Result<()> {
+        let actions = self.state(version)?;
+        let schema = checkpoint_schema();
+        let mut decoder = arrow::json::ReaderBuilder::new(schema.clone()).build_decoder()?;
+        decoder.serialize(&actions)?;
+        let batch = decoder.flush()?.context("a checkpoint has actions")?;
+        stage::write_parquet(&checkpoint_file(&self.root, version), &schema, &[batch], Kind::Table)?;
+        let hint = json!({ "version": version, "size": actions.len() });
+        write_atomically(&log_dir(&self.root).join("_last_checkpoint"), hint.to_string().as_bytes(), true)
+    }
 }
 
 /// A table's files as of one version, read from its log.
