@@ -530,3 +530,43 @@ fn tokens_are_required_and_tenants_see_only_their_own() {
     let out = server.cli_ok(&other, &["collection", "show", "events"]);
     assert!(out.contains("PLAIN as u (password stored)") && !out.contains("hunter2"), "{out}");
 }
+
+#[test]
+fn a_batch_being_retried_shows_in_status_executions_and_metrics_from_its_first_failure() {
+    let broker = broker();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    let bootstrap = broker.bootstrap_servers();
+    // A plugin that spins, under a half-second CPU deadline: every attempt traps.
+    let token = server.tenant("acme", json!({ "deadline_ms": 500 }));
+    server.cli_ok(&token, &["collection", "create", "events", "--bootstrap-servers", bootstrap]);
+    let decl = declaration(dir.path(), QUICK);
+    let spin = common::guest_path("hostile-infinite-loop").display().to_string();
+    server.cli_ok(&token, &["publisher", "register", "events", decl.to_str().unwrap(), "--plugin", &spin]);
+    block_on(produce(bootstrap, "clicks", &clicks(0, 3)));
+
+    let status = poll("the first failed attempt in the status", || {
+        let s = server.cli_json(&token, &["publisher", "status", "events/read_clicks"]);
+        (!s["retrying"].is_null()).then_some(s)
+    });
+    let retrying = &status["retrying"];
+    assert_eq!((&retrying["attempt"], &retrying["of"]), (&json!(1), &json!(5)), "{status}");
+    let error = retrying["error"].as_str().unwrap();
+    assert!(error.starts_with("the plugin exceeded its 500 ms CPU deadline and was stopped"), "{status}");
+    assert!(retrying["next_attempt_at_ms"].as_i64().unwrap() > retrying["failing_since_ms"].as_i64().unwrap());
+    let out = server.cli_ok(&token, &["publisher", "status", "events/read_clicks"]);
+    assert!(out.contains("retrying       a batch: attempt 1 of 5 failed: the plugin exceeded its 500 ms CPU deadline"), "{out}");
+    // The attempt is an execution already, with its error, before the batch ends.
+    let executions = server.cli_json(&token, &["execution", "list", "events/read_clicks"]);
+    let first = &executions[0];
+    assert_eq!(first["status"], "retrying", "{executions}");
+    assert!(first["error"].as_str().unwrap().contains("CPU deadline"), "{executions}");
+    let metrics = ureq_text(&server, "/metrics", ADMIN);
+    let retrying_gauge = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(r#"weir_batch_retrying{tenant="acme",collection="events",publisher="read_clicks"} "#))
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or_else(|| panic!("no weir_batch_retrying for read_clicks in\n{metrics}"));
+    assert!(retrying_gauge >= 1, "{metrics}");
+    server.cli_ok(&token, &["publisher", "delete", "events/read_clicks"]);
+}

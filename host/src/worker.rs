@@ -125,10 +125,14 @@ pub enum WorkerEvent {
         bytes: u64,
     },
     Committed(Execution),
-    /// An attempt failed; the batch will be retried (or the publisher fails).
+    /// An attempt failed: attempt `attempt` of `of`, with the plugin's or the
+    /// host's error; the batch is tried again in `retry_in` (`None`: it was
+    /// the last attempt, and the publisher fails).
     AttemptFailed {
         attempt: u32,
+        of: u32,
         error: String,
+        retry_in: Option<Duration>,
     },
     /// The batch was dropped unprocessed; its partitions are re-read.
     Dropped {
@@ -495,8 +499,15 @@ impl Batches {
                 Err(failure) => {
                     let error = format!("{:#}", failure.error);
                     tracing::warn!(publisher = %self.id, attempt, error = %error, "batch attempt failed");
+                    let last = attempt >= self.options.max_attempts;
+                    let backoff = self
+                        .options
+                        .first_backoff
+                        .saturating_mul(1 << (attempt - 1).min(16))
+                        .min(self.options.max_backoff);
+                    // An attempt that will be tried again is `retrying`; the last one `failed`.
                     let execution = self.execution(
-                        "failed",
+                        if last { "failed" } else { "retrying" },
                         reason,
                         &ranges,
                         rows_in,
@@ -510,16 +521,16 @@ impl Batches {
                     if let Err(e) = self.node.catalog.record(&execution) {
                         tracing::error!(publisher = %self.id, error = %e, "recording the failed execution");
                     }
-                    self.emit(WorkerEvent::AttemptFailed { attempt, error: error.clone() });
-                    if attempt >= self.options.max_attempts {
+                    self.emit(WorkerEvent::AttemptFailed {
+                        attempt,
+                        of: self.options.max_attempts,
+                        error: error.clone(),
+                        retry_in: (!last).then_some(backoff),
+                    });
+                    if last {
                         tracing::error!(publisher = %self.id, attempts = attempt, error = %error, "publisher failed; its offsets stay where they were");
                         return Outcome::Failed(WorkerExit::Failed(error));
                     }
-                    let backoff = self
-                        .options
-                        .first_backoff
-                        .saturating_mul(1 << (attempt - 1).min(16))
-                        .min(self.options.max_backoff);
                     let mut shutdown = self.shutdown.clone();
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}

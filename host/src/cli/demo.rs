@@ -193,7 +193,9 @@ async fn demo(args: Args) -> anyhow::Result<()> {
                         return;
                     }
                 }
-                WorkerEvent::AttemptFailed { attempt, error } => println!("attempt {attempt} failed: {error}"),
+                WorkerEvent::AttemptFailed { attempt, of, error, .. } => {
+                    println!("attempt {attempt} of {of} failed: {error}")
+                }
                 WorkerEvent::Dropped { reason } => println!("dropped, to be re-read: {reason}"),
                 WorkerEvent::Registry(RegistryEvent::Schema { id, usable: true }) => {
                     println!("  writer schema id {id} fetched from the registry")

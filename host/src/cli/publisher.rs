@@ -189,6 +189,20 @@ fn print_status(s: &Value) {
     println!("time window    {} s", cell(&s["time_window_seconds"]));
     println!("size / count   {size} / {} messages", cell(&s["messages_rollover"]));
     println!("worker         {state}");
+    let retry = &s["retrying"];
+    if !retry.is_null() {
+        let next = match retry["next_attempt_at_ms"].as_i64() {
+            Some(_) => format!("the next runs at {}", time(&retry["next_attempt_at_ms"])),
+            None => "that was the last: the publisher fails, its offsets where they were".into(),
+        };
+        println!(
+            "retrying       a batch: attempt {} of {} failed: {}; {next} (failing since {})",
+            cell(&retry["attempt"]),
+            cell(&retry["of"]),
+            cell(&retry["error"]),
+            time(&retry["failing_since_ms"]),
+        );
+    }
     match s["lag"].as_i64() {
         Some(lag) => println!("lag            {lag} messages"),
         None => println!("lag            unknown: {}", cell(&s["lag_error"])),

@@ -52,6 +52,7 @@ pub struct Metrics {
     consumer_lag: Family<PartitionLabels, Gauge>,
     publishers: Family<StateLabels, Gauge>,
     registry_waiting: Family<PublisherLabels, Gauge>,
+    batch_retrying: Family<PublisherLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -69,6 +70,7 @@ impl Default for Metrics {
             consumer_lag: Family::default(),
             publishers: Family::default(),
             registry_waiting: Family::default(),
+            batch_retrying: Family::default(),
             registry: Registry::default(),
         };
         registry.register("batches_closed", "Batches closed, by rollover reason", m.batches_closed.clone());
@@ -94,6 +96,11 @@ impl Default for Metrics {
             "1 while a publisher waits for its schema registry to answer (messages are held, not dead-lettered)",
             m.registry_waiting.clone(),
         );
+        registry.register(
+            "batch_retrying",
+            "The failed attempts of the batch being retried (0: none is)",
+            m.batch_retrying.clone(),
+        );
         Self { registry, ..m }
     }
 }
@@ -114,14 +121,19 @@ impl Metrics {
                     .inc();
             }
             WorkerEvent::Committed(e) => {
+                self.batch_retrying.get_or_create(labels).set(0);
                 self.batches_committed.get_or_create(labels).inc();
                 self.rows_committed.get_or_create(labels).inc_by(e.rows_out);
                 self.dead_letters.get_or_create(labels).inc_by(e.dead_letters);
                 self.plugin_seconds.get_or_create(labels).inc_by((e.timings_ms.publish - e.timings_ms.write) / 1000.0);
                 self.plugin_cpu_seconds.get_or_create(labels).inc_by(e.timings_ms.plugin_cpu / 1000.0);
             }
-            WorkerEvent::AttemptFailed { .. } => {
+            WorkerEvent::AttemptFailed { attempt, .. } => {
                 self.attempts_failed.get_or_create(labels).inc();
+                self.batch_retrying.get_or_create(labels).set(i64::from(*attempt));
+            }
+            WorkerEvent::Dropped { .. } => {
+                self.batch_retrying.get_or_create(labels).set(0);
             }
             WorkerEvent::Registry(RegistryEvent::Waiting { .. }) => {
                 self.registry_waiting.get_or_create(labels).set(1);
@@ -131,7 +143,6 @@ impl Metrics {
             }
             WorkerEvent::Assigned(_)
             | WorkerEvent::Revoked(_)
-            | WorkerEvent::Dropped { .. }
             | WorkerEvent::Registry(RegistryEvent::Schema { .. }) => {}
         }
     }

@@ -357,6 +357,7 @@ pub async fn status(
         "size_rollover_bytes": rollover.size_bytes,
         "messages_rollover": rollover.messages,
         "worker": state(&app, &record),
+        "retrying": app.supervisor.retry(&record.key()),
         "lag": lag_total,
         "lag_partitions": lag.as_ref().ok(),
         "lag_error": lag_error,

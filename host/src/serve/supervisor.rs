@@ -23,6 +23,19 @@ pub struct RegistryView {
     pub schema_ids: std::collections::BTreeMap<u32, bool>,
 }
 
+/// A batch being retried: its last failed attempt, and when the next runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RetryView {
+    pub attempt: u32,
+    pub of: u32,
+    /// The last attempt's error, as the sandbox or the host gave it.
+    pub error: String,
+    /// When the next attempt runs (ms since the epoch); `None` after the last.
+    pub next_attempt_at_ms: Option<i64>,
+    /// When the batch's first attempt failed.
+    pub failing_since_ms: i64,
+}
+
 /// What a publisher's worker is doing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
@@ -53,6 +66,7 @@ struct Running {
     task: Option<JoinHandle<()>>,
     state: Arc<Mutex<WorkerState>>,
     registry: Arc<Mutex<RegistryView>>,
+    retry: Arc<Mutex<Option<RetryView>>>,
     publisher: Option<StreamPublisher>,
     labels: PublisherLabels,
 }
@@ -81,9 +95,30 @@ impl Supervisor {
         let (events_tx, mut events) = mpsc::unbounded_channel::<WorkerEvent>();
         let (metrics, task_state, task_labels) = (self.metrics.clone(), state.clone(), labels.clone());
         let task_registry = registry.clone();
+        let retry = Arc::new(Mutex::new(None));
+        let task_retry = retry.clone();
         let watched = tokio::spawn(async move {
             while let Some(event) = events.recv().await {
                 metrics.observe(&task_labels, &event);
+                match &event {
+                    WorkerEvent::AttemptFailed { attempt, of, error, retry_in } => {
+                        let mut view = task_retry.lock().unwrap_or_else(|e| e.into_inner());
+                        let now = crate::catalog::now_ms();
+                        let since = view.as_ref().map_or(now, |v: &RetryView| v.failing_since_ms);
+                        *view = Some(RetryView {
+                            attempt: *attempt,
+                            of: *of,
+                            error: error.clone(),
+                            next_attempt_at_ms: retry_in.map(|d| now + d.as_millis() as i64),
+                            failing_since_ms: since,
+                        });
+                    }
+                    // The batch settled: committed, or dropped to be read again.
+                    WorkerEvent::Committed(_) | WorkerEvent::Dropped { .. } => {
+                        *task_retry.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                    }
+                    _ => {}
+                }
                 if let WorkerEvent::Registry(e) = &event {
                     let mut view = task_registry.lock().unwrap_or_else(|e| e.into_inner());
                     match e {
@@ -130,7 +165,7 @@ impl Supervisor {
                 None => *state = WorkerState::Paused,
             }
         });
-        let running = Running { stop, task: Some(task), state, registry, publisher: Some(publisher), labels };
+        let running = Running { stop, task: Some(task), state, registry, retry, publisher: Some(publisher), labels };
         self.workers().insert(key, running);
     }
 
@@ -141,7 +176,8 @@ impl Supervisor {
         let (stop, _) = watch::channel(true);
         let state = Arc::new(Mutex::new(WorkerState::Failed { error }));
         let registry = Arc::default();
-        self.workers().insert(key, Running { stop, task: None, state, registry, publisher: None, labels });
+        let retry = Arc::default();
+        self.workers().insert(key, Running { stop, task: None, state, registry, retry, publisher: None, labels });
     }
 
     /// Stops a worker gracefully (its open batch is committed within the
@@ -169,6 +205,11 @@ impl Supervisor {
     /// What the worker last heard from its schema registry; `None` when this node runs no worker for `key`.
     pub fn registry(&self, key: &str) -> Option<RegistryView> {
         self.workers().get(key).map(|r| r.registry.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+
+    /// The batch being retried, if one is; `None` too when this node runs no worker for `key`.
+    pub fn retry(&self, key: &str) -> Option<RetryView> {
+        self.workers().get(key).and_then(|r| r.retry.lock().unwrap_or_else(|e| e.into_inner()).clone())
     }
 
     /// How many workers are in each state.
