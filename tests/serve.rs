@@ -555,7 +555,10 @@ fn a_batch_being_retried_shows_in_status_executions_and_metrics_from_its_first_f
     assert!(error.starts_with("the plugin exceeded its 500 ms CPU deadline and was stopped"), "{status}");
     assert!(retrying["next_attempt_at_ms"].as_i64().unwrap() > retrying["failing_since_ms"].as_i64().unwrap());
     let out = server.cli_ok(&token, &["publisher", "status", "events/read_clicks"]);
-    assert!(out.contains("retrying       a batch: attempt 1 of 5 failed: the plugin exceeded its 500 ms CPU deadline"), "{out}");
+    assert!(
+        out.contains("retrying       a batch: attempt 1 of 5 failed: the plugin exceeded its 500 ms CPU deadline"),
+        "{out}"
+    );
     // The attempt is an execution already, with its error, before the batch ends.
     let executions = server.cli_json(&token, &["execution", "list", "events/read_clicks"]);
     let first = &executions[0];
@@ -564,9 +567,68 @@ fn a_batch_being_retried_shows_in_status_executions_and_metrics_from_its_first_f
     let metrics = ureq_text(&server, "/metrics", ADMIN);
     let retrying_gauge = metrics
         .lines()
-        .find_map(|l| l.strip_prefix(r#"weir_batch_retrying{tenant="acme",collection="events",publisher="read_clicks"} "#))
+        .find_map(|l| {
+            l.strip_prefix(r#"weir_batch_retrying{tenant="acme",collection="events",publisher="read_clicks"} "#)
+        })
         .and_then(|v| v.parse::<i64>().ok())
         .unwrap_or_else(|| panic!("no weir_batch_retrying for read_clicks in\n{metrics}"));
     assert!(retrying_gauge >= 1, "{metrics}");
     server.cli_ok(&token, &["publisher", "delete", "events/read_clicks"]);
+}
+
+#[test]
+fn tokens_are_listed_without_themselves_revoked_or_expired_at_once_and_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    let first = server.tenant("acme", json!({}));
+    assert_eq!(server.http("GET", "/v1/collections", Some(&first), None).0, 200);
+
+    // A second token that expires in a second, and a third to revoke.
+    let short = server.cli_json(ADMIN, &["tenant", "token", "acme", "--expires-in", "1s"]);
+    let (short_token, short_id) = (short["token"].as_str().unwrap(), short["token_id"].as_str().unwrap());
+    let third = server.cli_json(ADMIN, &["tenant", "token", "acme"]);
+    let (third_token, third_id) = (third["token"].as_str().unwrap(), third["token_id"].as_str().unwrap());
+    assert_eq!(server.http("GET", "/v1/collections", Some(short_token), None).0, 200);
+    assert_eq!(server.http("GET", "/v1/collections", Some(third_token), None).0, 200);
+
+    // Listed: id, created, last used, expiry, never a token.
+    let listed = server.cli_json(ADMIN, &["tenant", "tokens", "acme"]);
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    let text = serde_json::to_string(listed).unwrap();
+    for token in [first.as_str(), short_token, third_token] {
+        assert!(!text.contains(token.trim_start_matches("weir_")), "a token is listed: {text}");
+    }
+    let short_row = listed.iter().find(|t| t["id"] == short_id).unwrap();
+    assert!(short_row["expires_at_ms"].is_i64() && short_row["last_used_ms"].is_i64(), "{short_row}");
+    assert!(server.cli_ok(ADMIN, &["tenant", "tokens", "acme"]).contains(third_id));
+
+    // Revoked: 401 at once, saying so; the others still work.
+    server.cli_ok(ADMIN, &["tenant", "revoke-token", "acme", third_id]);
+    let (status, answer) = server.http("GET", "/v1/collections", Some(third_token), None);
+    assert_eq!(status, 401);
+    assert!(answer["error"].as_str().unwrap().contains(&format!("token {third_id} was revoked at")), "{answer}");
+    assert_eq!(server.http("GET", "/v1/collections", Some(&first), None).0, 200);
+    assert_eq!(server.http("DELETE", "/v1/tenants/acme/tokens/nosuch", Some(ADMIN), None).0, 404);
+
+    // Expired: 401 once its second is up.
+    std::thread::sleep(Duration::from_millis(1200));
+    let (status, answer) = server.http("GET", "/v1/collections", Some(short_token), None);
+    assert_eq!(status, 401);
+    assert!(answer["error"].as_str().unwrap().contains(&format!("token {short_id} expired at")), "{answer}");
+
+    // The audit log: one JSON line an event, admin actions and refusals alike.
+    assert_eq!(server.http("GET", "/v1/collections", Some("weir_wrong"), None).0, 401);
+    assert_eq!(server.http("GET", "/v1/tenants", Some(&first), None).0, 403);
+    let log = std::fs::read_to_string(dir.path().join("data/audit.log")).unwrap();
+    let events: Vec<Value> = log.lines().map(|l| serde_json::from_str(l).expect("one JSON object a line")).collect();
+    let names: Vec<&str> = events.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    for expected in ["tenant.create", "token.create", "token.revoke", "auth.refused"] {
+        assert!(names.contains(&expected), "no {expected} in {names:?}");
+    }
+    let refused: Vec<&Value> = events.iter().filter(|e| e["event"] == "auth.refused").collect();
+    assert!(refused.iter().any(|e| e["token_id"] == third_id && e["status"] == 401), "{refused:?}");
+    assert!(refused.iter().any(|e| e["token_id"] == short_id), "{refused:?}");
+    assert!(refused.iter().any(|e| e["status"] == 403 && e["path"] == "/v1/tenants"), "{refused:?}");
+    assert!(!log.contains(third_token.trim_start_matches("weir_")), "the audit log holds no token");
 }

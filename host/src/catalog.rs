@@ -20,7 +20,7 @@ use crate::formats::DeadLetter;
 use crate::tables::evolve::evolve;
 
 mod control;
-pub use control::{Collection, PluginModule, PublisherRecord, Quotas, Tenant, scope};
+pub use control::{Collection, PluginModule, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -280,6 +280,9 @@ const MIGRATIONS: &[&str] = &[
         SELECT table_id, version, rows, files, execution_id, created_at_ms FROM table_versions;
      DROP TABLE table_versions;
      ALTER TABLE table_versions_3 RENAME TO table_versions;",
+    // 4: a token's lifecycle: a public id (the start of its hash), when it was
+    // last used, when it expires, when it was revoked.
+    control::TOKENS_MIGRATION,
 ];
 
 pub struct Catalog {

@@ -90,6 +90,46 @@ impl PublisherRecord {
     }
 }
 
+/// A token as it may be shown: everything but the token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TokenInfo {
+    /// Public: the first 12 hex digits of the token's sha256.
+    pub id: String,
+    pub created_at_ms: i64,
+    pub last_used_ms: Option<i64>,
+    pub expires_at_ms: Option<i64>,
+    pub revoked_at_ms: Option<i64>,
+}
+
+impl TokenInfo {
+    pub fn usable(&self, now_ms: i64) -> bool {
+        self.revoked_at_ms.is_none() && self.expires_at_ms.is_none_or(|at| now_ms < at)
+    }
+}
+
+fn token_id(sha256: &str) -> String {
+    sha256.chars().take(12).collect()
+}
+
+fn token_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<TokenInfo> {
+    Ok(TokenInfo {
+        id: r.get(at)?,
+        created_at_ms: r.get(at + 1)?,
+        last_used_ms: r.get(at + 2)?,
+        expires_at_ms: r.get(at + 3)?,
+        revoked_at_ms: r.get(at + 4)?,
+    })
+}
+
+pub(super) const TOKENS_MIGRATION: &str = "
+    ALTER TABLE tokens ADD COLUMN id TEXT;
+    UPDATE tokens SET id = substr(sha256, 1, 12);
+    ALTER TABLE tokens ADD COLUMN last_used_ms INTEGER;
+    ALTER TABLE tokens ADD COLUMN expires_at_ms INTEGER;
+    ALTER TABLE tokens ADD COLUMN revoked_at_ms INTEGER;
+    CREATE INDEX tokens_by_tenant ON tokens (tenant_id, id);
+";
+
 pub(super) const MIGRATION: &str = "
     CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE tenants (
@@ -225,25 +265,68 @@ impl Catalog {
             .optional()?)
     }
 
-    /// Stores a token by its sha256; the token itself is never kept.
-    pub fn add_token(&self, tenant_id: i64, sha256: &str) -> Result<(), CatalogError> {
+    /// Stores a token by its sha256 (the token itself is never kept), valid
+    /// until `expires_at_ms` if given; returns the token's public id.
+    pub fn add_token(
+        &self,
+        tenant_id: i64,
+        sha256: &str,
+        expires_at_ms: Option<i64>,
+    ) -> Result<TokenInfo, CatalogError> {
+        let info = TokenInfo {
+            id: token_id(sha256),
+            created_at_ms: now_ms(),
+            last_used_ms: None,
+            expires_at_ms,
+            revoked_at_ms: None,
+        };
         self.conn().execute(
-            "INSERT INTO tokens (sha256, tenant_id, created_at_ms) VALUES (?1, ?2, ?3)",
-            params![sha256, tenant_id, now_ms()],
+            "INSERT INTO tokens (sha256, tenant_id, created_at_ms, id, expires_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![sha256, tenant_id, info.created_at_ms, info.id, expires_at_ms],
         )?;
-        Ok(())
+        Ok(info)
     }
 
-    pub fn tenant_by_token(&self, sha256: &str) -> Result<Option<Tenant>, CatalogError> {
+    /// The tenant a token acts for, and the token's state (revoked, expired);
+    /// `None`: no such token. A use is recorded (at most once a minute a token).
+    pub fn tenant_by_token(&self, sha256: &str) -> Result<Option<(Tenant, TokenInfo)>, CatalogError> {
         let conn = self.conn();
-        Ok(conn
+        let found = conn
             .query_row(
-                "SELECT t.id, t.name, t.quotas, t.created_at_ms FROM tokens k JOIN tenants t ON t.id = k.tenant_id
-                 WHERE k.sha256 = ?1",
+                "SELECT t.id, t.name, t.quotas, t.created_at_ms, k.id, k.created_at_ms, k.last_used_ms, k.expires_at_ms,
+                        k.revoked_at_ms
+                 FROM tokens k JOIN tenants t ON t.id = k.tenant_id WHERE k.sha256 = ?1",
                 [sha256],
-                tenant_row,
+                |r| Ok((tenant_row(r)?, token_row(r, 4)?)),
             )
-            .optional()?)
+            .optional()?;
+        if let Some((_, token)) = &found {
+            let now = now_ms();
+            if token.usable(now) && token.last_used_ms.is_none_or(|t| now - t >= 60_000) {
+                conn.execute("UPDATE tokens SET last_used_ms = ?2 WHERE sha256 = ?1", params![sha256, now])?;
+            }
+        }
+        Ok(found)
+    }
+
+    /// A tenant's tokens, oldest first (never the tokens themselves).
+    pub fn tokens(&self, tenant_id: i64) -> Result<Vec<TokenInfo>, CatalogError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, created_at_ms, last_used_ms, expires_at_ms, revoked_at_ms FROM tokens
+             WHERE tenant_id = ?1 ORDER BY created_at_ms, id",
+        )?;
+        let rows = stmt.query_map([tenant_id], |r| token_row(r, 0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Revokes a tenant's token by its id; `false`: the tenant has no such token.
+    pub fn revoke_token(&self, tenant_id: i64, id: &str) -> Result<bool, CatalogError> {
+        let changed = self.conn().execute(
+            "UPDATE tokens SET revoked_at_ms = COALESCE(revoked_at_ms, ?3) WHERE tenant_id = ?1 AND id = ?2",
+            params![tenant_id, id, now_ms()],
+        )?;
+        Ok(changed > 0)
     }
 
     // Collections and their connection.

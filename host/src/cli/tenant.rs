@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::json;
 use weir::plugin::{human_bytes, human_duration};
 
-use super::client::{Client, Remote, cell, print_rows};
+use super::client::{Client, Remote, cell, print_rows, time};
 use super::units::{parse_duration, parse_size};
 
 #[derive(Debug, clap::Subcommand)]
@@ -29,7 +29,16 @@ pub enum Command {
     /// List the tenants and their quotas.
     List,
     /// Issue another token for a tenant (shown once).
-    Token { name: String },
+    Token {
+        name: String,
+        /// Valid for this long (e.g. 30d, 12h); without it, until revoked.
+        #[arg(long, value_parser = parse_duration)]
+        expires_in: Option<Duration>,
+    },
+    /// A tenant's tokens: id, created, last used, expiry (never the tokens).
+    Tokens { name: String },
+    /// Revoke one of a tenant's tokens, by its id: refused from its next request.
+    RevokeToken { name: String, id: String },
 }
 
 pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
@@ -67,10 +76,45 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
                 print_rows(&["tenant", "publishers", "plugin memory", "plugin deadline", "module size"], rows);
             });
         }
-        Command::Token { name } => {
-            let answer = client.post(&format!("/v1/tenants/{name}/tokens"), &json!({}))?;
-            client.print(&answer, |a| println!("token for {name} (shown once, keep it safe): {}", cell(&a["token"])));
+        Command::Token { name, expires_in } => {
+            let body = match expires_in {
+                Some(d) => json!({ "expires_in_secs": d.as_secs() }),
+                None => json!({}),
+            };
+            let answer = client.post(&format!("/v1/tenants/{name}/tokens"), &body)?;
+            client.print(&answer, |a| {
+                println!("token for {name} (shown once, keep it safe): {}", cell(&a["token"]));
+                println!("id {}, expires {}", cell(&a["token_id"]), time_or(&a["expires_at_ms"], "never"));
+            });
+        }
+        Command::Tokens { name } => {
+            let answer = client.get(&format!("/v1/tenants/{name}/tokens"))?;
+            client.print(&answer, |a| {
+                let rows = a.as_array().into_iter().flatten().map(|t| {
+                    let state = if !t["revoked_at_ms"].is_null() {
+                        format!("revoked {}", time(&t["revoked_at_ms"]))
+                    } else {
+                        "valid".into()
+                    };
+                    vec![
+                        cell(&t["id"]),
+                        time(&t["created_at_ms"]),
+                        time_or(&t["last_used_ms"], "never"),
+                        time_or(&t["expires_at_ms"], "never"),
+                        state,
+                    ]
+                });
+                print_rows(&["token id", "created", "last used", "expires", "state"], rows);
+            });
+        }
+        Command::RevokeToken { name, id } => {
+            let answer = client.delete(&format!("/v1/tenants/{name}/tokens/{id}"))?;
+            client.print(&answer, |_| println!("token {id} of {name} revoked: it is refused from its next request"));
         }
     }
     Ok(())
+}
+
+fn time_or(ms: &serde_json::Value, none: &str) -> String {
+    if ms.is_null() { none.to_string() } else { time(ms) }
 }

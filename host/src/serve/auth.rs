@@ -1,6 +1,7 @@
 //! Bearer tokens. A token is `weir_` and 40 random hex digits; only its
 //! sha256 is stored. The admin token manages tenants; a tenant's token sees
-//! and touches only that tenant's objects.
+//! and touches only that tenant's objects, until it expires or is revoked.
+//! Every refused token is written to the audit log.
 
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::App;
 use super::error::ApiError;
-use crate::catalog::Tenant;
+use crate::catalog::{Tenant, TokenInfo};
 
 pub fn new_token() -> String {
     let mut bytes = [0u8; 20];
@@ -21,6 +22,24 @@ pub fn new_token() -> String {
 
 pub fn token_sha256(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Equal, in time that depends only on the lengths (no early exit on the first difference).
+fn constant_time_eq(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+/// Refuses a request, and says so in the audit log.
+fn refuse(app: &App, parts: &Parts, error: ApiError, token: Option<&str>) -> ApiError {
+    let reason = if error.status == axum::http::StatusCode::FORBIDDEN { "forbidden" } else { "unauthorized" };
+    app.audit.record(
+        "auth.refused",
+        serde_json::json!({
+            "status": error.status.as_u16(), "reason": reason, "token_id": token,
+            "method": parts.method.as_str(), "path": parts.uri.path(), "error": error.message,
+        }),
+    );
+    error
 }
 
 fn bearer(parts: &Parts) -> Result<String, ApiError> {
@@ -41,16 +60,24 @@ impl FromRequestParts<Arc<App>> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, ApiError> {
-        let sha = bearer(parts)?;
-        if let Some(tenant) = app.catalog.tenant_by_token(&sha)? {
-            return Ok(Caller(tenant));
+        let sha = bearer(parts).map_err(|e| refuse(app, parts, e, None))?;
+        if let Some((tenant, token)) = app.catalog.tenant_by_token(&sha)? {
+            if token.usable(crate::catalog::now_ms()) {
+                return Ok(Caller(tenant));
+            }
+            return Err(refuse(app, parts, unusable(&tenant.name, &token), Some(&token.id)));
         }
-        if sha == app.admin_token_sha256 {
-            return Err(ApiError::forbidden(
-                "the admin token manages tenants only: use a tenant's token (`weir tenant create NAME` gives one)",
+        if constant_time_eq(&sha, &app.admin_token_sha256) {
+            return Err(refuse(
+                app,
+                parts,
+                ApiError::forbidden(
+                    "the admin token manages tenants only: use a tenant's token (`weir tenant create NAME` gives one)",
+                ),
+                Some("admin"),
             ));
         }
-        Err(ApiError::unauthorized("the token is not valid: check --token or WEIR_TOKEN"))
+        Err(refuse(app, parts, ApiError::unauthorized("the token is not valid: check --token or WEIR_TOKEN"), None))
     }
 }
 
@@ -61,13 +88,30 @@ impl FromRequestParts<Arc<App>> for Admin {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, ApiError> {
-        let sha = bearer(parts)?;
-        if sha == app.admin_token_sha256 {
+        let sha = bearer(parts).map_err(|e| refuse(app, parts, e, None))?;
+        if constant_time_eq(&sha, &app.admin_token_sha256) {
             return Ok(Admin);
         }
-        if app.catalog.tenant_by_token(&sha)?.is_some() {
-            return Err(ApiError::forbidden("this needs the admin token, not a tenant's"));
+        if let Some((_, token)) = app.catalog.tenant_by_token(&sha)? {
+            let error = ApiError::forbidden("this needs the admin token, not a tenant's");
+            return Err(refuse(app, parts, error, Some(&token.id)));
         }
-        Err(ApiError::unauthorized("the token is not valid: check --token or WEIR_TOKEN"))
+        Err(refuse(app, parts, ApiError::unauthorized("the token is not valid: check --token or WEIR_TOKEN"), None))
+    }
+}
+
+/// Why a known token is refused: revoked, or expired.
+fn unusable(tenant: &str, token: &TokenInfo) -> ApiError {
+    let when = |ms: i64| {
+        humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64))
+    };
+    let fix = format!("ask the admin for a new one (`weir tenant token {tenant}`)");
+    match token.revoked_at_ms {
+        Some(at) => ApiError::unauthorized(format!("token {} was revoked at {}: {fix}", token.id, when(at))),
+        None => ApiError::unauthorized(format!(
+            "token {} expired at {}: {fix}",
+            token.id,
+            when(token.expires_at_ms.unwrap_or_default())
+        )),
     }
 }

@@ -3,6 +3,7 @@
 //! modules). Workers start on boot and resume from the catalog's offsets.
 
 mod api;
+mod audit;
 mod auth;
 mod collections;
 mod error;
@@ -68,6 +69,7 @@ pub struct App {
     pub supervisor: Supervisor,
     pub admin_token_sha256: String,
     pub config: ServeConfig,
+    pub audit: audit::Audit,
 }
 
 const ADMIN_TOKEN_SETTING: &str = "admin_token_sha256";
@@ -100,7 +102,8 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         budget: Arc::new(MemoryBudget::new(config.memory_budget)),
     };
     let supervisor = Supervisor::new(node, config.worker.clone(), Arc::new(Metrics::default()));
-    let app = Arc::new(App { catalog, runtime, supervisor, admin_token_sha256, config: config.clone() });
+    let audit = audit::Audit::open(&config.data_dir)?;
+    let app = Arc::new(App { catalog, runtime, supervisor, admin_token_sha256, config: config.clone(), audit });
 
     publishers::start_all(&app).await;
     tokio::spawn(publishers::refresh_lag(app.clone()));

@@ -1,4 +1,5 @@
-//! Tenants and their tokens (admin only).
+//! Tenants and their tokens (admin only): issue (with an optional expiry),
+//! list (never the token itself), revoke. Each action goes to the audit log.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use super::App;
 use super::api::{body, check_name};
 use super::auth::{Admin, new_token as generate, token_sha256};
 use super::error::{ApiError, ApiResult};
-use crate::catalog::Quotas;
+use crate::catalog::{Quotas, now_ms};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -35,12 +36,26 @@ pub async fn create(_: Admin, State(app): State<Arc<App>>, bytes: Bytes) -> ApiR
     }
     let tenant = app.catalog.create_tenant(&req.name, &req.quotas)?;
     let token = generate();
-    app.catalog.add_token(tenant.id, &token_sha256(&token))?;
-    Ok((StatusCode::CREATED, Json(json!({ "tenant": tenant, "token": token }))))
+    let info = app.catalog.add_token(tenant.id, &token_sha256(&token), None)?;
+    app.audit.record("tenant.create", json!({ "tenant": tenant.name, "quotas": tenant.quotas, "token_id": info.id }));
+    Ok((StatusCode::CREATED, Json(json!({ "tenant": tenant, "token": token, "token_id": info.id }))))
 }
 
 pub async fn list(_: Admin, State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
     Ok(Json(json!(app.catalog.tenants()?)))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct NewToken {
+    /// Valid for this long from now; without it, until revoked.
+    expires_in_secs: Option<u64>,
+}
+
+fn tenant(app: &App, name: &str) -> ApiResult<crate::catalog::Tenant> {
+    app.catalog.tenant(name)?.ok_or_else(|| {
+        ApiError::not_found(format!("tenant `{name}` does not exist: create it with `weir tenant create {name}`"))
+    })
 }
 
 /// Another token for a tenant (e.g. to rotate one), shown only in this answer.
@@ -48,11 +63,39 @@ pub async fn new_token(
     _: Admin,
     State(app): State<Arc<App>>,
     Path(name): Path<String>,
+    bytes: Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let tenant = app.catalog.tenant(&name)?.ok_or_else(|| {
-        ApiError::not_found(format!("tenant `{name}` does not exist: create it with `weir tenant create {name}`"))
-    })?;
+    let req: NewToken = if bytes.is_empty() { NewToken::default() } else { body(&bytes)? };
+    let tenant = tenant(&app, &name)?;
     let token = generate();
-    app.catalog.add_token(tenant.id, &token_sha256(&token))?;
-    Ok((StatusCode::CREATED, Json(json!({ "tenant": tenant.name, "token": token }))))
+    let expires_at_ms = req.expires_in_secs.map(|s| now_ms() + (s as i64).saturating_mul(1000));
+    let info = app.catalog.add_token(tenant.id, &token_sha256(&token), expires_at_ms)?;
+    app.audit
+        .record("token.create", json!({ "tenant": tenant.name, "token_id": info.id, "expires_at_ms": expires_at_ms }));
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "tenant": tenant.name, "token": token, "token_id": info.id, "expires_at_ms": expires_at_ms })),
+    ))
+}
+
+/// A tenant's tokens: id, created, last used, expiry, revocation; never the token.
+pub async fn tokens(_: Admin, State(app): State<Arc<App>>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    let tenant = tenant(&app, &name)?;
+    Ok(Json(json!(app.catalog.tokens(tenant.id)?)))
+}
+
+/// Revokes a token: refused from the next request on.
+pub async fn revoke_token(
+    _: Admin,
+    State(app): State<Arc<App>>,
+    Path((name, id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let tenant = tenant(&app, &name)?;
+    if !app.catalog.revoke_token(tenant.id, &id)? {
+        return Err(ApiError::not_found(format!(
+            "tenant `{name}` has no token `{id}`: `weir tenant tokens {name}` lists them"
+        )));
+    }
+    app.audit.record("token.revoke", json!({ "tenant": tenant.name, "token_id": id }));
+    Ok(Json(json!({ "tenant": tenant.name, "token_id": id, "revoked": true })))
 }
