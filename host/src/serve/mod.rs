@@ -113,6 +113,12 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .with_context(|| format!("listening on {}", config.listen))?;
     let addr = listener.local_addr()?;
     println!("weir serve listening on http://{addr} (data in {})", config.data_dir.display());
+    if !addr.ip().is_loopback() {
+        // Said once, at start: there is no TLS on this listener yet.
+        eprintln!(
+            "weir serve: warning: {addr} is not a loopback address and this server speaks plain HTTP: tokens and connection secrets cross the network in clear. Listen on 127.0.0.1 behind a TLS-terminating proxy, or keep the network private"
+        );
+    }
     axum::serve(listener, api::router(app.clone())).with_graceful_shutdown(shutdown_signal()).await?;
     tracing::info!("shutting down: committing the open batches");
     app.supervisor.stop_all().await;
