@@ -274,13 +274,29 @@ pub fn sync_all(catalog: &Catalog) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A version whose files were recorded without their sizes (before weir kept them), with them.
-fn with_sizes(data_dir: &Path, v: &TableVersion) -> anyhow::Result<TableVersion> {
-    let mut v = v.clone();
-    for file in v.files.iter_mut().filter(|f| f.size == 0) {
+/// The files live after `versions` (oldest first), each with the version that added it.
+pub(crate) fn live_files(versions: &[TableVersion]) -> Vec<(&TableVersion, DataFile)> {
+    let mut live: Vec<(&TableVersion, DataFile)> = Vec::new();
+    for v in versions {
+        live.retain(|(_, f)| !v.removed.iter().any(|r| r.path == f.path));
+        live.extend(v.files.iter().map(|f| (v, f.clone())));
+    }
+    live
+}
+
+/// A file recorded without its size (before weir kept them), with it.
+pub(crate) fn with_size(data_dir: &Path, mut file: DataFile) -> anyhow::Result<DataFile> {
+    if file.size == 0 {
         let path = data_dir.join(&file.path);
         file.size = std::fs::metadata(&path).with_context(|| format!("data file {}", path.display()))?.len();
     }
+    Ok(file)
+}
+
+/// A version, its files with their sizes.
+fn with_sizes(data_dir: &Path, v: &TableVersion) -> anyhow::Result<TableVersion> {
+    let mut v = v.clone();
+    v.files = v.files.into_iter().map(|f| with_size(data_dir, f)).collect::<anyhow::Result<_>>()?;
     Ok(v)
 }
 
@@ -412,7 +428,6 @@ impl TableLog<'_> {
         };
         let mut txns = BTreeMap::new();
         let mut actions = vec![json!({ "protocol": protocol(&schema) }), json!({ "metaData": self.metadata(&schema) })];
-        let mut files: Vec<(DataFile, i64)> = Vec::new();
         for v in &versions {
             for txn in &v.txns {
                 txns.insert(
@@ -420,11 +435,10 @@ impl TableLog<'_> {
                     json!({ "appId": txn.app_id, "version": txn.version, "lastUpdated": v.created_at_ms }),
                 );
             }
-            files.retain(|(f, _)| !v.removed.iter().any(|r| r.path == f.path));
-            files.extend(with_sizes(self.catalog.data_dir(), v)?.files.into_iter().map(|f| (f, v.created_at_ms)));
         }
-        for (file, at_ms) in &files {
-            actions.push(json!({ "add": add(&self.dir, file, *at_ms, false)? }));
+        for (added_by, file) in live_files(&versions) {
+            let file = with_size(self.catalog.data_dir(), file)?;
+            actions.push(json!({ "add": add(&self.dir, &file, added_by.created_at_ms, false)? }));
         }
         actions.extend(txns.into_values().map(|txn| json!({ "txn": txn })));
         Ok(actions)

@@ -19,7 +19,9 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, DataFile, TableVersion};
 use crate::stage::{ParquetFile, table_file};
-use crate::tables::{Snapshot, delta, export_schema, read_batches};
+use arrow::datatypes::SchemaRef;
+
+use crate::tables::{self, Snapshot, delta, export_schema, read_batches};
 
 /// A file this size or larger is left as it is.
 const SMALL_FILE_BYTES: u64 = 64 << 20;
@@ -67,23 +69,22 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
     }
 
     // (2) The small files added before the oldest kept version, still live, in groups.
-    let mut live: Vec<(i64, DataFile)> = Vec::new();
-    for v in &versions {
-        live.retain(|(_, f)| !v.removed.iter().any(|r| r.path == f.path));
-        live.extend(v.files.iter().map(|f| (v.version, f.clone())));
-    }
-    let small: Vec<DataFile> = live
+    let small: Vec<DataFile> = delta::live_files(&versions)
         .into_iter()
-        .filter(|(added, f)| *added < kept_from && size_of(data_dir, f) < SMALL_FILE_BYTES)
-        .map(|(_, f)| f)
-        .collect();
+        .filter(|(added_by, _)| added_by.version < kept_from)
+        .map(|(_, f)| delta::with_size(data_dir, f))
+        .filter(|f| f.as_ref().map_or(true, |f| f.size < SMALL_FILE_BYTES))
+        .collect::<anyhow::Result<_>>()?;
     if small.len() < 2 {
         return Ok(done);
     }
+    // Every compacted file has all the table's columns (nulls where its rows
+    // predate one), so the newest file still names every column.
+    let columns = export_schema(&tables::snapshot(catalog, collection, table, None)?)?;
     let mut groups: Vec<Vec<DataFile>> = vec![Vec::new()];
     let mut bytes = 0;
     for file in small {
-        let size = size_of(data_dir, &file);
+        let size = file.size;
         if bytes + size > COMPACTED_FILE_BYTES && !groups.last().expect("a group").is_empty() {
             groups.push(Vec::new());
             bytes = 0;
@@ -94,7 +95,7 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
     let groups: Vec<Vec<DataFile>> = groups.into_iter().filter(|g| g.len() > 1).collect();
     let mut added = Vec::new();
     for group in &groups {
-        added.push(compact(data_dir, collection, table, group)?);
+        added.push(compact(data_dir, collection, table, group, &columns)?);
     }
     let removed: Vec<DataFile> = groups.into_iter().flatten().collect();
     let version = catalog.commit_compaction(collection, table, &added, &removed);
@@ -114,32 +115,30 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
     Ok(done)
 }
 
-fn size_of(data_dir: &Path, file: &DataFile) -> u64 {
-    match file.size {
-        0 => std::fs::metadata(data_dir.join(&file.path)).map_or(0, |m| m.len()),
-        size => size,
-    }
-}
-
 /// One file with the rows of `files`, in order, with the table's columns.
-fn compact(data_dir: &Path, collection: &str, table: &str, files: &[DataFile]) -> anyhow::Result<DataFile> {
+fn compact(
+    data_dir: &Path,
+    collection: &str,
+    table: &str,
+    files: &[DataFile],
+    schema: &SchemaRef,
+) -> anyhow::Result<DataFile> {
     let snapshot = Snapshot {
         version: 0,
         rows: files.iter().map(|f| f.rows).sum(),
         files: files.iter().map(|f| data_dir.join(&f.path)).collect(),
     };
-    let schema = export_schema(&snapshot)?;
     let path = table_file(collection, table, "compacted", &[]);
-    let mut out = ParquetFile::create(&data_dir.join(&path), &schema, crate::stage::Kind::Table)?;
+    let mut out = ParquetFile::create(&data_dir.join(&path), schema, crate::stage::Kind::Table)?;
     let mut rows = 0;
-    for batch in read_batches(&snapshot, &schema) {
+    for batch in read_batches(&snapshot, schema) {
         let batch = batch?;
         rows += batch.num_rows() as u64;
         out.write(&[batch])?;
     }
     let footer = out.finish()?;
     let size = std::fs::metadata(data_dir.join(&path))?.len();
-    let stats = crate::tables::stats::delta_stats(&footer, &schema);
+    let stats = crate::tables::stats::delta_stats(&footer, schema);
     Ok(DataFile { path: path.display().to_string(), size, rows, stats: Some(stats) })
 }
 
