@@ -10,17 +10,20 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use crate::formats::DeadLetter;
+use crate::secrets::{Keyring, SecretError, default_key_file};
 use crate::tables::evolve::evolve;
 
 mod control;
+mod sealed;
 pub use control::{Collection, PluginModule, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
+pub use sealed::Rotation;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -45,6 +48,8 @@ pub enum CatalogError {
     /// The batch's columns cannot become a version of its table.
     #[error(transparent)]
     Schema(#[from] crate::tables::evolve::SchemaMismatch),
+    #[error(transparent)]
+    Secrets(#[from] SecretError),
 }
 
 /// The offsets of one partition a batch covers.
@@ -288,6 +293,8 @@ const MIGRATIONS: &[&str] = &[
 pub struct Catalog {
     conn: Mutex<Connection>,
     data_dir: PathBuf,
+    /// The key connections are sealed under; taken after `conn` where both are.
+    secrets: RwLock<Keyring>,
 }
 
 pub fn now_ms() -> i64 {
@@ -295,8 +302,17 @@ pub fn now_ms() -> i64 {
 }
 
 impl Catalog {
-    /// Opens (creating and migrating as needed) the catalog in `data_dir`.
+    /// Opens (creating and migrating as needed) the catalog in `data_dir`,
+    /// with the secret key in the data directory (generated when missing).
     pub fn open(data_dir: &Path) -> Result<Self, CatalogError> {
+        let (keyring, _) = Keyring::open(&default_key_file(data_dir), true)?;
+        Self::open_with_key(data_dir, keyring)
+    }
+
+    /// Opens the catalog with connections sealed under `keyring`'s key: any
+    /// stored in clear by an earlier weir are sealed now, and a key rotation
+    /// cut short is finished.
+    pub fn open_with_key(data_dir: &Path, keyring: Keyring) -> Result<Self, CatalogError> {
         std::fs::create_dir_all(data_dir)
             .map_err(|source| CatalogError::Io { path: data_dir.to_path_buf(), source })?;
         let conn = Connection::open(data_dir.join("catalog.db"))?;
@@ -305,8 +321,12 @@ impl Catalog {
         // FULL: a commit is on disk before we tell Kafka, whatever happens to the machine.
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // What is deleted or overwritten is zeroed, not left in free pages.
+        conn.pragma_update(None, "secure_delete", "ON")?;
         migrate(&conn)?;
-        Ok(Self { conn: Mutex::new(conn), data_dir: data_dir.to_path_buf() })
+        let catalog = Self { conn: Mutex::new(conn), data_dir: data_dir.to_path_buf(), secrets: RwLock::new(keyring) };
+        catalog.reseal()?;
+        Ok(catalog)
     }
 
     pub fn data_dir(&self) -> &Path {

@@ -9,7 +9,8 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
-use super::{Catalog, CatalogError, now_ms};
+use super::{Catalog, CatalogError, now_ms, sealed};
+use crate::secrets::Keyring;
 use crate::source::KafkaConnection;
 
 /// The collection key a tenant's collection has in the stream tables.
@@ -184,14 +185,13 @@ fn tenant_row(r: &Row<'_>) -> rusqlite::Result<Tenant> {
     })
 }
 
-fn collection_row(r: &Row<'_>) -> rusqlite::Result<Collection> {
-    let connection: Option<String> = r.get(4)?;
+fn collection_row(r: &Row<'_>, keyring: &Keyring) -> rusqlite::Result<Collection> {
     Ok(Collection {
         id: r.get(0)?,
         tenant: r.get(1)?,
         name: r.get(2)?,
         group: r.get(3)?,
-        connection: connection.and_then(|c| serde_json::from_str(&c).ok()),
+        connection: sealed::unseal(keyring, r, 1, 4)?,
         created_at_ms: r.get(5)?,
     })
 }
@@ -200,9 +200,9 @@ fn plugin_row(r: &Row<'_>) -> rusqlite::Result<PluginModule> {
     Ok(PluginModule { sha256: r.get(0)?, size: r.get::<_, i64>(1)? as u64, created_at_ms: r.get(2)? })
 }
 
-fn publisher_row(r: &Row<'_>) -> rusqlite::Result<PublisherRecord> {
+fn publisher_row(r: &Row<'_>, keyring: &Keyring) -> rusqlite::Result<PublisherRecord> {
     Ok(PublisherRecord {
-        collection: collection_row(r)?,
+        collection: collection_row(r, keyring)?,
         id: r.get(6)?,
         name: r.get(7)?,
         declaration: r.get(8)?,
@@ -219,10 +219,6 @@ fn unique(what: impl FnOnce() -> String) -> impl FnOnce(rusqlite::Error) -> Cata
         Some(rusqlite::ErrorCode::ConstraintViolation) => CatalogError::Exists(what()),
         _ => CatalogError::Sql(e),
     }
-}
-
-fn connection_json(connection: Option<&KafkaConnection>) -> Option<String> {
-    connection.map(|c| serde_json::to_string(c).expect("json"))
 }
 
 impl Catalog {
@@ -342,7 +338,13 @@ impl Catalog {
         let created_at_ms = now_ms();
         conn.execute(
             "INSERT INTO collections (tenant_id, name, grp, connection, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![tenant.id, name, group, connection_json(connection), created_at_ms],
+            params![
+                tenant.id,
+                name,
+                group,
+                sealed::seal(&self.keyring(), &tenant.name, name, connection),
+                created_at_ms
+            ],
         )
         .map_err(unique(|| format!("collection `{name}`")))?;
         Ok(Collection {
@@ -361,7 +363,8 @@ impl Catalog {
             "SELECT {COLLECTION_COLUMNS} FROM collections c JOIN tenants t ON t.id = c.tenant_id
              WHERE c.tenant_id = ?1 ORDER BY c.name"
         ))?;
-        let rows = stmt.query_map([tenant.id], collection_row)?;
+        let keyring = self.keyring();
+        let rows = stmt.query_map([tenant.id], |r| collection_row(r, &keyring))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -374,7 +377,7 @@ impl Catalog {
                      WHERE c.tenant_id = ?1 AND c.name = ?2"
                 ),
                 params![tenant.id, name],
-                collection_row,
+                |r| collection_row(r, &self.keyring()),
             )
             .optional()?)
     }
@@ -382,7 +385,10 @@ impl Catalog {
     pub fn set_connection(&self, collection: &Collection, connection: &KafkaConnection) -> Result<(), CatalogError> {
         self.conn().execute(
             "UPDATE collections SET connection = ?1 WHERE id = ?2",
-            params![connection_json(Some(connection)), collection.id],
+            params![
+                sealed::seal(&self.keyring(), &collection.tenant, &collection.name, Some(connection)),
+                collection.id
+            ],
         )?;
         Ok(())
     }
@@ -479,7 +485,8 @@ impl Catalog {
             "SELECT {PUBLISHER_COLUMNS} FROM publishers p JOIN collections c ON c.id = p.collection_id
              JOIN tenants t ON t.id = c.tenant_id WHERE {filter} ORDER BY t.name, c.name, p.name"
         ))?;
-        let rows = stmt.query_map(args, publisher_row)?;
+        let keyring = self.keyring();
+        let rows = stmt.query_map(args, |r| publisher_row(r, &keyring))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

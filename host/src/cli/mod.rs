@@ -1,5 +1,6 @@
 //! The `weir` command line.
 
+mod admin;
 mod client;
 mod collection;
 mod connection;
@@ -42,6 +43,8 @@ enum Command {
     Serve(serve::Args),
     /// Tenants and their tokens (with the admin token).
     Tenant(Remote<tenant::Command>),
+    /// The server's secret key: show its id, rotate it (with the admin token).
+    Admin(Remote<admin::Command>),
     /// Collections and their Kafka connection.
     Collection(Remote<collection::Command>),
     /// Check or set a collection's Kafka connection.
@@ -73,6 +76,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Stream(args) => stream::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Tenant(args) => tenant::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Admin(args) => admin::run(args).map(|()| ExitCode::SUCCESS),
         Command::Collection(args) => collection::run(args).map(|()| ExitCode::SUCCESS),
         Command::Connection(args) => collection::run_connection(args).map(|()| ExitCode::SUCCESS),
         Command::Plugin(args) => publisher::run_plugin(args).map(|()| ExitCode::SUCCESS),

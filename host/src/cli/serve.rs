@@ -21,6 +21,10 @@ pub struct Args {
     /// The admin token [default: generated at first start and shown once].
     #[arg(long, env = "WEIR_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+    /// The key connection secrets are sealed under (64 hex digits)
+    /// [default: <data dir>/secret.key, generated at first start].
+    #[arg(long, env = "WEIR_SECRET_KEY_FILE")]
+    secret_key_file: Option<PathBuf>,
     /// Raw message bytes the open batches of all workers may hold; past it, the
     /// largest batch closes early. Not the process's memory: a closed batch is
     /// also decoded, framed and copied into its plugin, so the peak is a few
@@ -41,6 +45,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = ServeConfig {
         admin_token: args.admin_token,
+        secret_key_file: args.secret_key_file,
         memory_budget: args.memory_budget,
         max_module_bytes: args.max_module_size,
         lag_interval: args.lag_interval,

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
-use super::{App, collections, plugins, publishers, tables, tenants};
+use super::{App, admin, collections, plugins, publishers, tables, tenants};
 
 pub fn router(app: Arc<App>) -> Router {
     let c = "/v1/collections/{collection}";
@@ -21,6 +21,8 @@ pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        .route("/v1/admin/secret-key", get(admin::secret_key))
+        .route("/v1/admin/secret-key/rotate", post(admin::rotate_secret_key))
         .route("/v1/tenants", post(tenants::create).get(tenants::list))
         .route("/v1/tenants/{tenant}/tokens", post(tenants::new_token).get(tenants::tokens))
         .route("/v1/tenants/{tenant}/tokens/{id}", axum::routing::delete(tenants::revoke_token))

@@ -2,6 +2,7 @@
 //! publisher, on one data directory (SQLite catalog, parquet files, uploaded
 //! modules). Workers start on boot and resume from the catalog's offsets.
 
+mod admin;
 mod api;
 mod audit;
 mod auth;
@@ -24,6 +25,7 @@ use anyhow::Context as _;
 use crate::buffer::MemoryBudget;
 use crate::catalog::Catalog;
 use crate::plugin::{Runtime, RuntimeConfig};
+use crate::secrets::{Keyring, default_key_file};
 use crate::worker::{Node, WorkerOptions};
 pub use auth::{new_token, token_sha256};
 use metrics::Metrics;
@@ -36,6 +38,9 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// The admin token; when unset, one is generated at first start and shown once.
     pub admin_token: Option<String>,
+    /// The key connection secrets are sealed under; when unset,
+    /// `<data dir>/secret.key`, generated at first start.
+    pub secret_key_file: Option<PathBuf>,
     /// Bytes all workers may buffer before the largest batch closes early.
     pub memory_budget: u64,
     /// The largest module any tenant may upload (a tenant's quota may be lower).
@@ -53,6 +58,7 @@ impl ServeConfig {
             data_dir,
             listen,
             admin_token: None,
+            secret_key_file: None,
             memory_budget: 1 << 30,
             max_module_bytes: 64 << 20,
             check_timeout: Duration::from_secs(10),
@@ -77,7 +83,16 @@ const ADMIN_TOKEN_SETTING: &str = "admin_token_sha256";
 /// Runs the server until SIGINT/SIGTERM; then every worker commits its open
 /// batch (within the shutdown deadline) before the process exits.
 pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
-    let catalog = Arc::new(Catalog::open(&config.data_dir)?);
+    let key_file = config.secret_key_file.clone().unwrap_or_else(|| default_key_file(&config.data_dir));
+    let (keyring, generated) = Keyring::open(&key_file, config.secret_key_file.is_none())?;
+    if generated {
+        println!(
+            "generated the key connection secrets are sealed under: {} (mode 0600). Keep a copy apart from the \
+             catalog's backups: without it, the stored credentials cannot be read",
+            key_file.display()
+        );
+    }
+    let catalog = Arc::new(Catalog::open_with_key(&config.data_dir, keyring)?);
     let admin_token_sha256 = match &config.admin_token {
         Some(token) => token_sha256(token),
         None => match catalog.setting(ADMIN_TOKEN_SETTING)? {
