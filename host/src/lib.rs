@@ -33,4 +33,5 @@ pub mod serve;
 pub mod source;
 pub mod stage;
 pub mod tables;
+pub mod tls;
 pub mod worker;

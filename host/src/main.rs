@@ -6,9 +6,11 @@ mod cli;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    // Logs go to stderr; RUST_LOG=weir=info shows the pipeline at work.
+    // Logs go to stderr; RUST_LOG=weir=info shows the pipeline at work. A certificate the
+    // CLI does not trust is its error to report, not the verifier's log line.
+    let default = "warn,rustls_platform_verifier=off";
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into()))
         .with_writer(std::io::stderr)
         .init();
     match cli::run(args) {

@@ -12,7 +12,7 @@ pub enum Command {
 }
 
 pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     match args.command {
         Command::SecretKey => {
             let answer = client.get("/v1/admin/secret-key")?;

@@ -16,6 +16,9 @@ pub struct ServerArgs {
     /// The weir server.
     #[arg(long, env = "WEIR_SERVER", default_value = "http://127.0.0.1:7878", global = true)]
     server: String,
+    /// The CA that signed an HTTPS server's certificate (PEM) [default: the system's roots].
+    #[arg(long, env = "WEIR_CA_FILE", global = true)]
+    ca_file: Option<std::path::PathBuf>,
     /// Your tenant's token (or the admin token, for `weir tenant`).
     #[arg(long, env = "WEIR_TOKEN", hide_env_values = true, global = true)]
     token: Option<String>,
@@ -41,18 +44,26 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(args: &ServerArgs) -> Self {
+    pub fn new(args: &ServerArgs) -> anyhow::Result<Self> {
+        let tls = match &args.ca_file {
+            Some(path) => {
+                let pem = std::fs::read(path).with_context(|| format!("reading the CA file {}", path.display()))?;
+                weir::tls::trusting(&pem, &format!("the CA file {}", path.display())).map_err(anyhow::Error::msg)?
+            }
+            None => weir::tls::system_roots(),
+        };
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(300)))
+            .tls_config(tls)
             .build()
             .into();
-        Self {
+        Ok(Self {
             agent,
             server: args.server.trim_end_matches('/').to_string(),
             token: args.token.clone(),
             output: args.output,
-        }
+        })
     }
 
     fn url(&self, path: &str) -> String {
@@ -96,11 +107,15 @@ impl Client {
     }
 
     fn checked(&self, response: Result<Response<ureq::Body>, ureq::Error>) -> anyhow::Result<Response<ureq::Body>> {
-        let mut response = response.map_err(|e| {
-            anyhow::anyhow!(
+        let mut response = response.map_err(|e| match e {
+            ureq::Error::Rustls(_) | ureq::Error::Tls(_) => untrusted(&self.server, &e),
+            ureq::Error::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) => {
+                untrusted(&self.server, &io)
+            }
+            e => anyhow::anyhow!(
                 "cannot reach the weir server at {}: {e}. Start it with `weir serve`, or point --server (WEIR_SERVER) at it",
                 self.server
-            )
+            ),
         })?;
         let status = response.status();
         if status.is_success() {
@@ -143,6 +158,13 @@ impl Client {
             Output::Table => people(value),
         }
     }
+}
+
+fn untrusted(server: &str, e: &dyn std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the weir server at {server} cannot be trusted: {e}. If its certificate is signed by your own CA, give that CA \
+         with --ca-file (WEIR_CA_FILE)"
+    )
 }
 
 pub fn print_json(value: &Value) {

@@ -68,7 +68,7 @@ fn print_collection(c: &Value) {
 }
 
 pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     match args.command {
         Command::Create { name, group, connection } => {
             let body = json!({ "name": name, "group": group, "connection": connection.for_server()? });
@@ -103,7 +103,7 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
 }
 
 pub fn run_connection(args: Remote<ConnectionCommand>) -> anyhow::Result<()> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     match args.command {
         ConnectionCommand::Check { collection, topic } => {
             let answer =

@@ -76,7 +76,7 @@ fn inline_schema(path: &Path) -> anyhow::Result<String> {
 }
 
 pub fn run_plugin(args: Remote<PluginCommand>) -> anyhow::Result<()> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     match args.command {
         PluginCommand::Push { file } => {
             let answer = push(&client, &file)?;
@@ -93,7 +93,7 @@ pub fn run_plugin(args: Remote<PluginCommand>) -> anyhow::Result<()> {
 }
 
 pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     match args.command {
         Command::Register { collection, declaration, plugin, update } => {
             let text = inline_schema(&declaration)?;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use weir::serve::{ServeConfig, serve};
+use weir::serve::{ServeConfig, TlsFiles, serve};
 use weir::worker::WorkerOptions;
 
 use super::units::{parse_duration, parse_size};
@@ -25,6 +25,13 @@ pub struct Args {
     /// [default: <data dir>/secret.key, generated at first start].
     #[arg(long, env = "WEIR_SECRET_KEY_FILE")]
     secret_key_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM, the server's own first);
+    /// re-read with the key on SIGHUP.
+    #[arg(long, env = "WEIR_SERVE_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, env = "WEIR_SERVE_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Raw message bytes the open batches of all workers may hold; past it, the
     /// largest batch closes early. Not the process's memory: a closed batch is
     /// also decoded, framed and copied into its plugin, so the peak is a few
@@ -46,6 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = ServeConfig {
         admin_token: args.admin_token,
         secret_key_file: args.secret_key_file,
+        tls: args.tls_cert.zip(args.tls_key).map(|(cert, key)| TlsFiles { cert, key }),
         memory_budget: args.memory_budget,
         max_module_bytes: args.max_module_size,
         lag_interval: args.lag_interval,

@@ -63,7 +63,7 @@ fn version_query(version: Option<i64>) -> String {
 }
 
 pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     match args.command {
         Command::List { collection } => {
             let answer = client.get(&format!("/v1/collections/{collection}/tables"))?;
@@ -167,7 +167,7 @@ fn print_sample(a: &Value) {
 }
 
 pub fn run_execution(args: Remote<ExecutionCommand>) -> anyhow::Result<()> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     match args.command {
         ExecutionCommand::List { publisher, limit } => {
             let (c, p) = address(&publisher, "publisher")?;

@@ -42,7 +42,7 @@ pub enum Command {
 }
 
 pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     match args.command {
         Command::Create { name, max_publishers, memory_limit, deadline, max_module_size } => {
             let quotas = json!({

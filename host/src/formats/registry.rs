@@ -263,19 +263,7 @@ impl RegistryClient {
         }
         let mut config = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(TIMEOUT));
         if let Some(pem) = &settings.ca_pem {
-            let certs: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(pem.as_bytes())
-                .filter_map(|item| match item {
-                    Ok(ureq::tls::PemItem::Certificate(c)) => Some(Ok(c)),
-                    Ok(_) => None,
-                    Err(e) => Some(Err(e)),
-                })
-                .collect::<Result<_, _>>()
-                .map_err(|e| RegistryError::Config(format!("the registry's CA is not PEM: {e}")))?;
-            if certs.is_empty() {
-                return Err(RegistryError::Config("the registry's CA PEM holds no certificate".into()));
-            }
-            let tls =
-                ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs))).build();
+            let tls = crate::tls::trusting(pem.as_bytes(), "the registry's CA").map_err(RegistryError::Config)?;
             config = config.tls_config(tls);
         }
         let authorization = match (&settings.username, &settings.password) {

@@ -14,6 +14,7 @@ mod publishers;
 mod supervisor;
 mod tables;
 mod tenants;
+mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,6 +31,7 @@ use crate::worker::{Node, WorkerOptions};
 pub use auth::{new_token, token_sha256};
 use metrics::Metrics;
 use supervisor::Supervisor;
+pub use tls::TlsFiles;
 
 /// How a server runs.
 #[derive(Debug, Clone)]
@@ -41,6 +43,8 @@ pub struct ServeConfig {
     /// The key connection secrets are sealed under; when unset,
     /// `<data dir>/secret.key`, generated at first start.
     pub secret_key_file: Option<PathBuf>,
+    /// HTTPS: the certificate and key files (re-read on SIGHUP); without, plain HTTP.
+    pub tls: Option<TlsFiles>,
     /// Bytes all workers may buffer before the largest batch closes early.
     pub memory_budget: u64,
     /// The largest module any tenant may upload (a tenant's quota may be lower).
@@ -59,6 +63,7 @@ impl ServeConfig {
             listen,
             admin_token: None,
             secret_key_file: None,
+            tls: None,
             memory_budget: 1 << 30,
             max_module_bytes: 64 << 20,
             check_timeout: Duration::from_secs(10),
@@ -127,14 +132,25 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    println!("weir serve listening on http://{addr} (data in {})", config.data_dir.display());
-    if !addr.ip().is_loopback() {
-        // Said once, at start: there is no TLS on this listener yet.
-        eprintln!(
-            "weir serve: warning: {addr} is not a loopback address and this server speaks plain HTTP: tokens and connection secrets cross the network in clear. Listen on 127.0.0.1 behind a TLS-terminating proxy, or keep the network private"
-        );
+    let router = api::router(app.clone());
+    let data = config.data_dir.display();
+    match &config.tls {
+        Some(files) => {
+            let listener = tls::TlsListener::new(listener, files.clone())?;
+            println!("weir serve listening on https://{addr} (data in {data})");
+            axum::serve(listener, router).with_graceful_shutdown(shutdown_signal()).await?;
+        }
+        None => {
+            println!("weir serve listening on http://{addr} (data in {data})");
+            if !addr.ip().is_loopback() {
+                // Said once, at start.
+                eprintln!(
+                    "weir serve: warning: {addr} is not a loopback address and this server speaks plain HTTP: tokens and connection secrets cross the network in clear. Serve HTTPS with --tls-cert and --tls-key, or listen on 127.0.0.1"
+                );
+            }
+            axum::serve(listener, router).with_graceful_shutdown(shutdown_signal()).await?;
+        }
     }
-    axum::serve(listener, api::router(app.clone())).with_graceful_shutdown(shutdown_signal()).await?;
     tracing::info!("shutting down: committing the open batches");
     app.supervisor.stop_all().await;
     Ok(())
