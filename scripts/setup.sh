@@ -13,9 +13,10 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2
 fi
 
-# rdkafka builds the librdkafka it vendors with these (TLS and SCRAM need OpenSSL).
+# rdkafka builds the librdkafka it vendors with these (TLS and SCRAM need OpenSSL);
+# stunnel puts TLS in front of a test broker.
 missing=()
-for pkg in build-essential libssl-dev zlib1g-dev pkg-config; do
+for pkg in build-essential libssl-dev zlib1g-dev pkg-config stunnel4; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

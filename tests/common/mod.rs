@@ -7,6 +7,7 @@ pub mod peers;
 pub mod serve;
 pub mod stream;
 pub mod tansu;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -15,6 +15,10 @@ pub struct Server {
     child: Child,
     pub url: String,
     pub data_dir: PathBuf,
+    /// What it printed before it listened.
+    pub banner: Vec<String>,
+    /// The CA the CLI is told to trust (`WEIR_CA_FILE`), for HTTPS.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Drop for Server {
@@ -27,10 +31,16 @@ impl Drop for Server {
 impl Server {
     /// Starts `weir serve` on `data_dir` and waits until it listens.
     pub fn start(data_dir: &Path) -> Self {
+        Self::start_with(data_dir, &[])
+    }
+
+    /// The same, with more `weir serve` arguments.
+    pub fn start_with(data_dir: &Path, args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["serve", "--listen", "127.0.0.1:0", "--lag-interval", "1s", "--shutdown-deadline", "10s"])
             .arg("--data-dir")
             .arg(data_dir)
+            .args(args)
             .env("WEIR_ADMIN_TOKEN", ADMIN)
             .env("RUST_LOG", "weir=warn")
             .stdout(Stdio::piped())
@@ -39,15 +49,17 @@ impl Server {
             .expect("weir serve");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
+        let mut banner = Vec::new();
         let url = loop {
             let line = lines.next().expect("weir serve exited before listening").expect("stdout line");
             if let Some(rest) = line.strip_prefix("weir serve listening on ") {
                 break rest.split_whitespace().next().expect("url").to_string();
             }
+            banner.push(line);
         };
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
-        Self { child, url, data_dir: data_dir.to_path_buf() }
+        Self { child, url, data_dir: data_dir.to_path_buf(), banner, ca_file: None }
     }
 
     /// Sends SIGKILL: no graceful anything.
@@ -63,14 +75,20 @@ impl Server {
         assert!(status.success(), "weir serve exited with {status}");
     }
 
+    /// Sends a signal by name (`HUP`, `TERM`, …).
+    pub fn signal(&self, name: &str) {
+        let sent = Command::new("kill").arg(format!("-{name}")).arg(self.child.id().to_string()).status();
+        assert!(sent.expect("kill").success(), "kill -{name}");
+    }
+
     /// Runs the `weir` CLI against this server.
     pub fn cli(&self, token: &str, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(args)
-            .env("WEIR_SERVER", &self.url)
-            .env("WEIR_TOKEN", token)
-            .output()
-            .expect("weir")
+        let mut command = Command::new(env!("CARGO_BIN_EXE_weir"));
+        command.args(args).env("WEIR_SERVER", &self.url).env("WEIR_TOKEN", token);
+        if let Some(ca) = &self.ca_file {
+            command.env("WEIR_CA_FILE", ca);
+        }
+        command.output().expect("weir")
     }
 
     /// Runs the CLI, expecting success; returns stdout.

@@ -150,7 +150,16 @@ pub async fn produce(bootstrap: &str, topic: &str, values: &[String]) {
 
 /// Produces values to `topic` (keyed `key-<i>`), waiting for acknowledgement.
 pub async fn produce_bytes(bootstrap: &str, topic: &str, values: &[Vec<u8>]) {
-    let producer = producer(bootstrap);
+    produce_with(&[("bootstrap.servers", bootstrap)], topic, values).await
+}
+
+/// The same, with the producer's librdkafka settings (TLS, SASL, …).
+pub async fn produce_with(settings: &[(&str, &str)], topic: &str, values: &[Vec<u8>]) {
+    let mut config = ClientConfig::new();
+    for (k, v) in settings {
+        config.set(*k, *v);
+    }
+    let producer: FutureProducer = config.create().expect("producer");
     let mut deliveries = Vec::new();
     for (i, value) in values.iter().enumerate() {
         let key = format!("key-{i}");

