@@ -14,10 +14,11 @@ use weir::embedded_registry::EmbeddedRegistry;
 use weir::formats::registry::SchemaType;
 use weir::formats::{DataFormat, Format, encode_json_values};
 
+use common::free_port;
 use common::serve::{ADMIN, Body, Server, broker, declaration};
 use common::stream::{clicks, produce_bytes, produce_with};
 use common::tansu::Tansu;
-use common::tls::{Ca, Stunnel, free_port};
+use common::tls::{Ca, Stunnel};
 
 const CLICKS_AVRO: &str = include_str!("../guest-examples/data/clicks.avsc");
 const QUICK: &str = "\"kafka.messages_rollover\" = 10\n\"kafka.time_rollover_seconds\" = 1";

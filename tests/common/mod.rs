@@ -22,6 +22,20 @@ use rand::{Rng, SeedableRng};
 use weir::frames;
 use weir::plugin::{Runtime, RuntimeConfig};
 
+/// A loopback port nothing listens on (yet).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits until something accepts connections at `address`.
+pub fn wait_for_listener(address: &str) {
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(address).is_err() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "nothing listens on {address}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Where host/build.rs put the components built from guest-examples/.
 pub fn guests_dir() -> PathBuf {
     PathBuf::from(env!("WEIR_GUESTS_DIR"))

@@ -1,9 +1,7 @@
 //! Tansu, a Kafka-protocol broker in its own process (installed from PyPI by
 //! scripts/setup.sh), with in-memory storage on a loopback port.
 
-use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 pub struct Tansu {
     child: Child,
@@ -33,7 +31,7 @@ pub fn python(script: &str, args: &[&str]) -> String {
 
 impl Tansu {
     pub fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = super::free_port();
         Self::start_with(port, port, &[])
     }
 
@@ -61,11 +59,7 @@ impl Tansu {
             .spawn()
             .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
         let tansu = Self { child, bin, url, address: format!("127.0.0.1:{port}") };
-        let started = Instant::now();
-        while TcpStream::connect(&tansu.address).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(30), "tansu did not listen on {}", tansu.address);
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        super::wait_for_listener(&tansu.address);
         tansu
     }
 

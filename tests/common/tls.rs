@@ -2,10 +2,8 @@
 //! and stunnel (Debian's, installed by scripts/setup.sh) putting TLS in
 //! front of a broker that speaks plain Kafka.
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose};
 
@@ -60,18 +58,6 @@ impl Ca {
     }
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-pub fn wait_for_listener(address: &str) {
-    let started = Instant::now();
-    while TcpStream::connect(address).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(30), "nothing listens on {address}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// stunnel accepting TLS on a loopback port and forwarding plain TCP.
 pub struct Stunnel {
     child: Child,
@@ -107,7 +93,7 @@ impl Stunnel {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("starting stunnel: {e} (scripts/setup.sh installs it)"));
-        wait_for_listener(&address);
+        super::wait_for_listener(&address);
         Self { child, address }
     }
 }
