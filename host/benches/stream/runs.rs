@@ -75,6 +75,7 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
         rt.block_on(weir_run(broker, &Dataset::Json, timed, PublishStage::NativeIdentity, "weir-native"));
     eprintln!("[{}] the Python path ...", broker.name());
     let python = python_path(&bootstrap, &settings, timed);
+    let peers = super::peers::run_all(&bootstrap, &settings, timed, avg, broker.name());
     let sizes: &[u64] = if quick { &[16, 64] } else { &[16, 64, 256] };
     let memory = sizes
         .iter()
@@ -98,6 +99,7 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
         weir_avro: Rate::new(timed, weir_avro.0, avro_bytes as f64 / n as f64, weir_avro.1),
         weir_native_identity: Rate::new(timed, native.0, avg, native.1),
         python: Rate::new(timed, python.0, avg, python.1),
+        peers,
         wasm_share: (stages.publish - stages.write) / 1e3 / weir.0,
         wasm_cpu_share: stages.plugin_cpu / 1e3 / weir.1.own,
         weir_stage_ms: stages,
@@ -379,20 +381,9 @@ async fn weir_run(
 }
 
 fn python_path(bootstrap: &str, settings: &[(&str, &str)], timed: usize) -> (f64, Cpu) {
-    let dir = tempfile::tempdir().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/stream/python_path.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .args([bootstrap, "clicks", "python-path", &timed.to_string(), &BATCH.to_string(), &SIZE_MB.to_string()])
-        .arg(dir.path())
-        .args(weir::consume::CONSUMER_DEFAULTS.iter().chain(settings).map(|(k, v)| format!("{k}={v}")))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("python3 (scripts/setup.sh installs confluent-kafka and pyarrow)");
-    assert!(out.status.success(), "the Python path failed");
-    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("python's JSON");
-    assert_eq!(answer["messages"], timed);
-    (answer["seconds"].as_f64().unwrap(), Cpu { own: answer["cpu_seconds"].as_f64().unwrap(), broker: None })
+    let answer = super::peers::run_script(Path::new("python3"), &script, bootstrap, settings, "python-path", timed);
+    (answer.seconds, answer.cpu)
 }
 
 /// Produce → committed and visible, at a steady rate, with a 1 s time rollover.
