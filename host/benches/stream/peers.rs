@@ -49,7 +49,14 @@ pub struct Answer {
 
 /// Runs `script` on `timed` messages of `clicks` in group `group`, with the
 /// same consumer settings as weir's.
-pub fn run_script(python: &Path, script: &Path, bootstrap: &str, settings: &[(&str, &str)], group: &str, timed: usize) -> Answer {
+pub fn run_script(
+    python: &Path,
+    script: &Path,
+    bootstrap: &str,
+    settings: &[(&str, &str)],
+    group: &str,
+    timed: usize,
+) -> Answer {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(python)
         .arg(script)
@@ -62,9 +69,15 @@ pub fn run_script(python: &Path, script: &Path, bootstrap: &str, settings: &[(&s
         .unwrap_or_else(|e| panic!("{}: {e}", python.display()));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
-    assert!(out.status.success(), "{} failed:\n{}", script.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+    assert!(
+        out.status.success(),
+        "{} failed:\n{}",
+        script.display(),
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("{}: no answer", script.display()));
+    let line =
+        text.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("{}: no answer", script.display()));
     let answer: serde_json::Value = serde_json::from_str(line).expect("the peer's JSON");
     assert_eq!(answer["messages"], timed, "{}", script.display());
     Answer {
