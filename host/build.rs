@@ -9,9 +9,11 @@ use std::process::Command;
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let guests = manifest_dir.parent().unwrap().join("guest-examples");
-    let wit = manifest_dir.parent().unwrap().join("wit");
-    println!("cargo:rerun-if-changed={}", guests.display());
-    println!("cargo:rerun-if-changed={}", wit.display());
+    // Relative to this package, not absolute: two clones sharing one target
+    // directory share this build script's fingerprint, and absolute paths
+    // would have one clone watch the other's sources.
+    println!("cargo:rerun-if-changed=../guest-examples");
+    println!("cargo:rerun-if-changed=../wit");
 
     // OUT_DIR is <target>/<profile>/build/<pkg>-<hash>/out; the guests get <target>/guests.
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
