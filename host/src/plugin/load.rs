@@ -31,7 +31,10 @@ pub fn check_bytes(bytes: &[u8], max_size: usize) -> Result<(), LoadError> {
 
 /// The WASI 0.2 interfaces a publisher may import. Each is served with an empty
 /// context (no files, no environment, no network), but Rust's standard library
-/// links several of them even when a plugin never uses them.
+/// links several of them even when a plugin never uses them, and CPython's
+/// libc (componentize-py) links the sockets: they are linked, and every socket
+/// a plugin asks for is refused (no TCP, no UDP, no name lookup, no address
+/// allowed; see `Sandbox::new`).
 const WASI_ALLOWED: &[&str] = &[
     "wasi:cli/environment",
     "wasi:cli/exit",
@@ -53,6 +56,13 @@ const WASI_ALLOWED: &[&str] = &[
     "wasi:random/insecure-seed",
     "wasi:filesystem/types",
     "wasi:filesystem/preopens",
+    "wasi:sockets/network",
+    "wasi:sockets/instance-network",
+    "wasi:sockets/tcp",
+    "wasi:sockets/tcp-create-socket",
+    "wasi:sockets/udp",
+    "wasi:sockets/udp-create-socket",
+    "wasi:sockets/ip-name-lookup",
 ];
 
 /// Whether a component may import the interface named `name` (`ns:pkg/iface@version`).
@@ -116,7 +126,8 @@ mod tests {
         assert!(import_allowed("weir:publisher/output@0.2.0"));
         assert!(import_allowed("wasi:cli/environment@0.2.3"));
         assert!(!import_allowed("wasi:cli/environment@0.3.0"));
-        assert!(!import_allowed("wasi:sockets/tcp@0.2.0"));
+        assert!(import_allowed("wasi:sockets/tcp@0.2.0"));
+        assert!(!import_allowed("wasi:sockets/tcp@0.3.0"));
         assert!(!import_allowed("wasi:http/outgoing-handler@0.2.0"));
         assert!(!import_allowed("weir:publisher/host@0.3.0"));
         assert!(!import_allowed("weir:publisher/output@0.1.0"));

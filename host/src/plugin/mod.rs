@@ -130,8 +130,9 @@ impl HostTime {
     }
 }
 
-/// Most core instances a component may create (a Rust wasip2 plugin uses a handful).
-const CORE_INSTANCES_PER_COMPONENT: u32 = 32;
+/// Most core instances a component may create (a Rust wasip2 plugin uses a
+/// handful, a componentize-py one 38: CPython, its libc, and the adapters).
+const CORE_INSTANCES_PER_COMPONENT: u32 = 64;
 const TABLES_PER_COMPONENT: u32 = 16;
 const MEMORIES_PER_COMPONENT: u32 = 2;
 /// Memory per pool slot kept resident between calls (see `engine_config`).
