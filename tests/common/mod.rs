@@ -46,6 +46,26 @@ pub fn guest_path(name: &str) -> PathBuf {
     guests_dir().join(format!("{}.wasm", name.replace('-', "_")))
 }
 
+/// A Python guest (`guest-examples/python/<name>/app.py`) built with
+/// componentize-py (installed by scripts/setup.sh) against weir's WIT.
+pub fn python_guest(name: &str) -> Vec<u8> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let source = root.join("guest-examples/python").join(name);
+    let out = tempfile::tempdir().unwrap();
+    let wasm = out.path().join(format!("{name}.wasm"));
+    let built = std::process::Command::new("componentize-py")
+        .arg("-d")
+        .arg(root.join("wit"))
+        .args(["-w", "stream-publisher", "componentize", "app", "-o"])
+        .arg(&wasm)
+        .current_dir(&source)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("componentize-py: {e} (scripts/setup.sh installs it)"));
+    assert!(built.status.success(), "componentize-py failed: {}", String::from_utf8_lossy(&built.stderr));
+    std::fs::read(&wasm).unwrap()
+}
+
 pub fn guest(name: &str) -> Vec<u8> {
     let path = guest_path(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e} (host/build.rs builds it)", path.display()))
