@@ -257,3 +257,65 @@ fn the_weir_binary_allocates_with_jemalloc_and_weirs_settings() {
         assert!(stats.contains(&format!("opt.{key}: {value}")), "jemalloc does not run with {setting}:\n{stats}");
     }
 }
+
+/// `weir plugin new NAME --language L`, `weir plugin build`, then the component on its own sample.
+fn new_build_run(language: &str, name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join(name);
+    let project_arg = project.display().to_string();
+    let new = weir(&["plugin", "new", name, "--language", language, "--dir", &project_arg]);
+    assert!(new.status.success(), "{}", text(&new.stderr));
+    assert!(project.join("README.md").exists() && project.join("sample.jsonl").exists());
+    // Built in the guests' target directory, so the SDK's crates are not compiled again.
+    let guests_target = common::guests_dir().ancestors().nth(2).unwrap().to_path_buf();
+    let built = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["plugin", "build", &project_arg])
+        .env("CARGO_TARGET_DIR", &guests_target)
+        .output()
+        .unwrap();
+    let said = text(&built.stdout);
+    assert!(built.status.success(), "{said}{}", text(&built.stderr));
+    assert!(said.starts_with("built ") && said.trim_end().ends_with("MiB, weir:publisher@0.2.0)"), "{said}");
+    let component = PathBuf::from(said["built ".len()..].split(" (").next().unwrap());
+    let out = dir.path().join("out");
+    let ran = run_on_sample(&component, &out, &[]);
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    let frame = weir::input::read(&out.join("clicks.parquet"), None).unwrap();
+    assert_eq!(frame.batches.iter().map(|b| b.num_rows()).sum::<usize>(), 240, "{language}");
+}
+
+#[test]
+fn a_new_python_publisher_builds_and_runs() {
+    new_build_run("python", "hello_py");
+}
+
+#[test]
+fn a_new_rust_publisher_builds_outside_the_repository_and_runs() {
+    new_build_run("rust", "hello_rs");
+}
+
+#[test]
+fn plugin_new_and_build_say_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().display().to_string();
+    let empty = weir(&["plugin", "build", &path]);
+    assert!(!empty.status.success());
+    assert!(text(&empty.stderr).contains("holds no publisher project (a Cargo.toml or an app.py)"), "{empty:?}");
+
+    let bad = weir(&["plugin", "new", "Hello World", "--language", "rust", "--dir", &path]);
+    assert!(text(&bad.stderr).contains("is not a valid plugin name"), "{bad:?}");
+    std::fs::write(dir.path().join("keep.txt"), "mine").unwrap();
+    let taken = weir(&["plugin", "new", "hello", "--language", "rust", "--dir", &path]);
+    assert!(text(&taken.stderr).contains("already exists and is not empty"), "{taken:?}");
+
+    // A missing toolchain: the error says what to install.
+    let project = dir.path().join("py");
+    let project_arg = project.display().to_string();
+    assert!(weir(&["plugin", "new", "py", "--language", "python", "--dir", &project_arg]).status.success());
+    let no_tool = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["plugin", "build", &project_arg])
+        .env("PATH", "")
+        .output()
+        .unwrap();
+    assert!(text(&no_tool.stderr).contains("pip install componentize-py==0.25.0"), "{no_tool:?}");
+}

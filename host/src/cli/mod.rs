@@ -7,6 +7,7 @@ mod connection;
 mod demo;
 mod publisher;
 mod run_plugin;
+mod scaffold;
 mod serve;
 mod stream;
 mod table;
@@ -49,7 +50,7 @@ enum Command {
     Collection(Remote<collection::Command>),
     /// Check or set a collection's Kafka connection.
     Connection(Remote<collection::ConnectionCommand>),
-    /// Upload and list plugins (WebAssembly components).
+    /// Plugins: start one (`new`), build it (`build`), upload and list them.
     Plugin(Remote<publisher::PluginCommand>),
     /// Register stream publishers; see their status; pause, resume, delete them.
     Publisher(Remote<publisher::Command>),

@@ -10,6 +10,21 @@ use super::client::{Client, Remote, address, cell, time};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum PluginCommand {
+    /// Write a ready publisher project: the code, the WIT, a sample input, a README.
+    New {
+        name: String,
+        #[arg(long, value_enum)]
+        language: super::scaffold::Language,
+        /// Where [default: ./NAME].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Build the project in DIR into a component with its toolchain; prints
+    /// the component's path, size and world.
+    Build {
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
     /// Upload a plugin (a WebAssembly component); prints its sha256.
     Push {
         file: PathBuf,
@@ -76,8 +91,23 @@ fn inline_schema(path: &Path) -> anyhow::Result<String> {
 }
 
 pub fn run_plugin(args: Remote<PluginCommand>) -> anyhow::Result<()> {
+    // The local ones first: they need no server.
+    match &args.command {
+        PluginCommand::New { name, language, dir } => {
+            let root = super::scaffold::new(name, *language, dir.as_deref())?;
+            println!("wrote {}: `weir plugin build {}` builds it", root.display(), root.display());
+            return Ok(());
+        }
+        PluginCommand::Build { dir } => {
+            let built = super::scaffold::build(dir)?;
+            println!("built {} ({}, {})", built.path.display(), weir::plugin::human_bytes(built.size), built.world);
+            return Ok(());
+        }
+        PluginCommand::Push { .. } | PluginCommand::List => {}
+    }
     let client = Client::new(&args.server)?;
     match args.command {
+        PluginCommand::New { .. } | PluginCommand::Build { .. } => unreachable!("handled above"),
         PluginCommand::Push { file } => {
             let answer = push(&client, &file)?;
             client.print(&answer, |a| {

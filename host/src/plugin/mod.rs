@@ -27,6 +27,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 pub use cache::{ArtifactCache, Origin, digest};
 pub use error::{GuestError, LoadError, OutputError, RunError, Trap, TrapKind};
 pub use limits::{Limits, MAX_MEMORY_BYTES, human_bytes, human_duration};
+pub use load::import_allowed;
 pub use log::{LogLevel, LogLine, LogSource, PluginLog};
 pub use output::{Collect, OutputSink, OutputTable, valid_table_name};
 

@@ -1,0 +1,270 @@
+//! `weir plugin new` and `weir plugin build`: a ready publisher project in
+//! Rust or Python, and the one command that turns it into a component.
+//!
+//! A new project carries what it needs to build outside this repository: the
+//! WIT it implements, and for Rust the weir-guest SDK itself (vendored, as it
+//! is on no registry), a sample input and a README with the next commands.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+use weir::plugin::import_allowed;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Language {
+    Rust,
+    Python,
+}
+
+const WIT: &str = include_str!("../../../wit/publisher.wit");
+const SDK: &str = include_str!("../../../guest-examples/sdk/src/lib.rs");
+const SAMPLE: &str = include_str!("../../../guest-examples/data/clicks.jsonl");
+
+/// The SDK's manifest outside the guest-examples workspace: the same crates
+/// and versions as `guest-examples/Cargo.toml`.
+const SDK_MANIFEST: &str = r#"[package]
+name = "weir-guest"
+version = "0.1.0"
+description = "Write a weir publisher as an ordinary Rust function over Arrow record batches"
+edition = "2024"
+publish = false
+
+[dependencies]
+wit-bindgen = { version = "0.61", default-features = false, features = ["macros", "realloc"] }
+arrow-array = { version = "60", default-features = false }
+arrow-buffer = { version = "60", default-features = false }
+arrow-ipc = { version = "60", default-features = false }
+arrow-schema = { version = "60", default-features = false }
+arrow-select = { version = "60", default-features = false }
+arrow-data = { version = "60", default-features = false }
+"#;
+
+const RUST_LIB: &str = r#"//! A weir publisher: every row of the batch, unchanged, as the table named
+//! after the topic. It streams: a record batch in, the same rows out, then
+//! the next, so it holds one frame at a time whatever the batch's size.
+
+use weir_guest::{Frames, Output, Result};
+
+/// The output table: a stream publisher writes exactly one, named after its topic.
+const TABLE: &str = "clicks";
+
+fn publish(slots: Vec<Frames>, output: &mut Output) -> Result<()> {
+    for batch in slots.into_iter().flatten() {
+        output.write(TABLE, &batch?)?;
+    }
+    Ok(())
+}
+
+weir_guest::export_stream_publisher!(publish);
+"#;
+
+const PYTHON_APP: &str = r#""""A weir publisher: every frame of the batch, unchanged, as the table named
+after the topic. Frames are Arrow IPC stream bytes; print() goes to the
+plugin's log. Built by `weir plugin build` with componentize-py."""
+import wit_world
+from wit_world.imports import host, output
+from wit_world.imports.host import Level
+
+# The output table: a stream publisher writes exactly one, named after its topic.
+TABLE = "clicks"
+
+
+class WitWorld(wit_world.WitWorld):
+    def publish(self, slots):
+        frames = 0
+        for slot in slots:
+            while (frame := slot.next()) is not None:
+                output.write(TABLE, frame)
+                frames += 1
+        host.log(Level.INFO, f"{frames} frames published")
+"#;
+
+fn readme(name: &str, language: Language) -> String {
+    let what = match language {
+        Language::Rust => "Rust, with the weir-guest SDK (in `weir-guest/`)",
+        Language::Python => "Python, built with componentize-py (CPython in the component)",
+    };
+    format!(
+        "# {name}\n\nA weir stream publisher in {what}. It implements `weir:publisher@0.2.0` (`wit/`).\n\n\
+         ```sh\n\
+         weir plugin build .                                   # prints the component's path, size and world\n\
+         weir run-plugin <component> --input sample.jsonl --output-dir out/   # run it on the sample, locally\n\
+         weir plugin push <component>                          # upload it to a weir server\n\
+         ```\n\n\
+         Change `TABLE` to the topic your publisher reads: its one output table is named after it.\n"
+    )
+}
+
+/// The files of a new project, relative to its directory.
+fn files(name: &str, language: Language) -> Vec<(PathBuf, String)> {
+    let mut files = vec![
+        (PathBuf::from("README.md"), readme(name, language)),
+        (PathBuf::from("sample.jsonl"), SAMPLE.to_string()),
+        (PathBuf::from(".gitignore"), "target/\n*.wasm\n__pycache__/\n".to_string()),
+    ];
+    match language {
+        Language::Rust => {
+            let manifest = format!(
+                "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\npublish = false\n\n\
+                 [lib]\ncrate-type = [\"cdylib\"]\n\n[dependencies]\nweir-guest = {{ path = \"weir-guest\" }}\n\n\
+                 # Small and fast components (what weir's own examples measured).\n\
+                 [profile.release]\nopt-level = \"s\"\nlto = true\ncodegen-units = 1\nstrip = true\npanic = \"abort\"\n\n\
+                 # A workspace of its own, wherever it is put.\n[workspace]\n"
+            );
+            files.extend([
+                (PathBuf::from("Cargo.toml"), manifest),
+                (PathBuf::from("src/lib.rs"), RUST_LIB.to_string()),
+                (PathBuf::from("weir-guest/Cargo.toml"), SDK_MANIFEST.to_string()),
+                (PathBuf::from("weir-guest/src/lib.rs"), SDK.replace("path: \"../../wit\"", "path: \"wit\"")),
+                (PathBuf::from("weir-guest/wit/publisher.wit"), WIT.to_string()),
+            ]);
+        }
+        Language::Python => {
+            files.extend([
+                (PathBuf::from("app.py"), PYTHON_APP.to_string()),
+                (PathBuf::from("wit/publisher.wit"), WIT.to_string()),
+            ]);
+        }
+    }
+    files
+}
+
+/// `weir plugin new NAME --language L [--dir DIR]`.
+pub fn new(name: &str, language: Language, dir: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !valid {
+        bail!("{name:?} is not a valid plugin name: use lowercase letters, digits, `_` or `-`, starting with a letter");
+    }
+    let root = dir.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(name));
+    if root.exists() && std::fs::read_dir(&root).map(|mut d| d.next().is_some()).unwrap_or(true) {
+        bail!("{} already exists and is not empty: choose another name or --dir", root.display());
+    }
+    for (path, text) in files(name, language) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().expect("a file in the project"))?;
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(root)
+}
+
+/// What `weir plugin build` made.
+pub struct Built {
+    pub path: PathBuf,
+    pub size: u64,
+    pub world: String,
+}
+
+/// `weir plugin build [DIR]`: the right toolchain for the project in `dir`.
+pub fn build(dir: &Path) -> anyhow::Result<Built> {
+    let path = if dir.join("Cargo.toml").exists() {
+        build_rust(dir)?
+    } else if dir.join("app.py").exists() {
+        build_python(dir)?
+    } else {
+        bail!(
+            "{} holds no publisher project (a Cargo.toml or an app.py): make one with `weir plugin new NAME --language rust|python`",
+            dir.display()
+        );
+    };
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let world = world(&bytes)?;
+    Ok(Built { path, size: bytes.len() as u64, world })
+}
+
+fn missing(tool: &str, install: &str) -> impl FnOnce(std::io::Error) -> anyhow::Error {
+    let (tool, install) = (tool.to_string(), install.to_string());
+    move |e| anyhow::anyhow!("cannot run {tool} ({e}): {install}")
+}
+
+fn build_rust(dir: &Path) -> anyhow::Result<PathBuf> {
+    let target_installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).lines().any(|t| t == "wasm32-wasip2"))
+        .unwrap_or(true);
+    if !target_installed {
+        bail!("the Rust target wasm32-wasip2 is not installed: run `rustup target add wasm32-wasip2`");
+    }
+    let out = Command::new("cargo")
+        .args(["build", "--release", "--target", "wasm32-wasip2", "--message-format=json-render-diagnostics"])
+        .arg("--manifest-path")
+        .arg(dir.join("Cargo.toml"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(missing(
+            "cargo",
+            "install Rust with rustup (https://rustup.rs), then `rustup target add wasm32-wasip2`",
+        ))?;
+    if !out.status.success() {
+        bail!("cargo could not build {} (its errors are above)", dir.display());
+    }
+    // The component is the cdylib artifact cargo reports, wherever the target directory is.
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .flat_map(|m| m["filenames"].as_array().cloned().unwrap_or_default())
+        .filter_map(|f| f.as_str().map(PathBuf::from))
+        .rfind(|f| f.extension().is_some_and(|e| e == "wasm"))
+        .context("cargo built no .wasm: the crate needs `crate-type = [\"cdylib\"]`")
+}
+
+fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
+    let name = dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().replace('-', "_")))
+        .unwrap_or_else(|| "plugin".into());
+    let wasm = dir.join(format!("{name}.wasm"));
+    let out = Command::new("componentize-py")
+        .args(["-d", "wit", "-w", "stream-publisher", "componentize", "app", "-o"])
+        .arg(wasm.file_name().expect("a file name"))
+        .current_dir(dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .map_err(missing("componentize-py", "install it with `pip install componentize-py==0.25.0`"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let reason: Vec<&str> =
+            stderr.lines().filter(|l| !l.trim_start().starts_with(|c: char| c.is_ascii_digit())).take(20).collect();
+        bail!("componentize-py could not build {}:\n{}", dir.display(), reason.join("\n"));
+    }
+    Ok(wasm)
+}
+
+/// The `weir:publisher` version a component imports, after checking that weir
+/// would take every import it has.
+fn world(bytes: &[u8]) -> anyhow::Result<String> {
+    let mut version = None;
+    // Payloads of nested modules and components come inline, each opened by a
+    // `Version` and closed by an `End`: only the outermost component's imports count.
+    let mut depth = 0usize;
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload.context("the component is malformed")? {
+            wasmparser::Payload::Version { .. } => depth += 1,
+            wasmparser::Payload::End(_) => depth = depth.saturating_sub(1),
+            wasmparser::Payload::ComponentImportSection(imports) if depth == 1 => {
+                for import in imports {
+                    let import = import.context("the component is malformed")?;
+                    // A type or resource import (a world's `use`) names a type; it grants nothing.
+                    if matches!(import.ty, wasmparser::ComponentTypeRef::Type(_)) {
+                        continue;
+                    }
+                    let name = import.name.name;
+                    if !import_allowed(name) {
+                        bail!(
+                            "the component imports `{name}`, which weir refuses: a publisher may import weir:publisher and WASI 0.2"
+                        );
+                    }
+                    if let Some((_, v)) = name.strip_prefix("weir:publisher/").and_then(|n| n.split_once('@')) {
+                        version = Some(v.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(format!("weir:publisher@{}", version.as_deref().unwrap_or("0.2.0")))
+}
