@@ -290,6 +290,29 @@ fn a_new_python_publisher_builds_and_runs() {
 }
 
 #[test]
+fn a_python_publishers_exceptions_are_its_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("raising");
+    let project_arg = project.display().to_string();
+    assert!(weir(&["plugin", "new", "raising", "--language", "python", "--dir", &project_arg]).status.success());
+    let app = std::fs::read_to_string(project.join("app.py")).unwrap();
+    let cases = [
+        ("raise ValueError('no column price')", "the plugin rejected its input: no column price"),
+        ("{}['price']", "the plugin failed: KeyError: 'price'"),
+    ];
+    for (statement, error) in cases {
+        let raising = app.replacen("    frames = 0\n", &format!("    frames = 0\n    {statement}\n"), 1);
+        assert_ne!(raising, app);
+        std::fs::write(project.join("app.py"), raising).unwrap();
+        let built = weir(&["plugin", "build", &project_arg]);
+        assert!(built.status.success(), "{}", text(&built.stderr));
+        let ran = run_on_sample(&project.join("raising.wasm"), &dir.path().join("out"), &[]);
+        assert!(!ran.status.success());
+        assert!(text(&ran.stderr).contains(error), "{}", text(&ran.stderr));
+    }
+}
+
+#[test]
 fn a_new_rust_publisher_builds_outside_the_repository_and_runs() {
     new_build_run("rust", "hello_rs");
 }

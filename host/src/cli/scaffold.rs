@@ -62,22 +62,38 @@ weir_guest::export_stream_publisher!(publish);
 const PYTHON_APP: &str = r#""""A weir publisher: every frame of the batch, unchanged, as the table named
 after the topic. Frames are Arrow IPC stream bytes; print() goes to the
 plugin's log. Built by `weir plugin build` with componentize-py."""
+import traceback
+
 import wit_world
+from componentize_py_types import Err
 from wit_world.imports import host, output
 from wit_world.imports.host import Level
+from wit_world.imports.types import PublishError_Failed, PublishError_InvalidInput
 
 # The output table: a stream publisher writes exactly one, named after its topic.
 TABLE = "clicks"
 
 
+def publish(slots):
+    frames = 0
+    for slot in slots:
+        while (frame := slot.next()) is not None:
+            output.write(TABLE, frame)
+            frames += 1
+    host.log(Level.INFO, f"{frames} frames published")
+
+
 class WitWorld(wit_world.WitWorld):
     def publish(self, slots):
-        frames = 0
-        for slot in slots:
-            while (frame := slot.next()) is not None:
-                output.write(TABLE, frame)
-                frames += 1
-        host.log(Level.INFO, f"{frames} frames published")
+        # Raise ValueError for input this publisher cannot handle (retrying fails the same
+        # way); any other exception fails the batch, and weir retries it.
+        try:
+            publish(slots)
+        except ValueError as e:
+            raise Err(PublishError_InvalidInput(f"{e}"))
+        except Exception as e:
+            print(traceback.format_exc())
+            raise Err(PublishError_Failed(f"{type(e).__name__}: {e}"))
 "#;
 
 fn readme(name: &str, language: Language) -> String {
