@@ -344,5 +344,36 @@ fn a_broker_that_refuses_the_credentials_is_a_clear_registration_error_not_a_han
     );
     assert!(!out.status.success());
     assert!(stderr(&out).contains("the broker refused the credentials for user alice (SCRAM-SHA-512)"), "{out:?}");
+
+    // A running publisher whose brokers start refusing it (its connection moved to the
+    // authenticating broker): its status says so, and /metrics.
+    let open = Tansu::start();
+    open.create_topic("clicks", 1);
+    let connection = json!({
+        "bootstrap_servers": open.address,
+        "client_settings": { "session.timeout.ms": "6000", "heartbeat.interval.ms": "500" },
+    });
+    create_collection(&server, &token, "events", connection);
+    server.cli_ok(
+        &token,
+        &["publisher", "register", "events", decl.to_str().unwrap(), "--plugin", plugin.to_str().unwrap()],
+    );
+    let moved = json!({
+        "bootstrap_servers": tansu.address,
+        "credentials": { "mechanism": "SCRAM-SHA-256", "username": "alice", "password": "not-her-password" },
+    });
+    let (status, answer) =
+        server.http("PUT", "/v1/collections/events/connection", Some(&token), Some(Body::Json(moved)));
+    assert_eq!(status, 200, "{answer}");
+    poll("the status to say the brokers refuse the worker", || {
+        let status = server.cli_json(&token, &["publisher", "status", "events/read_clicks"]);
+        status["broker_refused"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("the broker refused the credentials for user alice (SCRAM-SHA-256)"))
+    });
+    let printed = server.cli_ok(&token, &["publisher", "status", "events/read_clicks"]);
+    assert!(printed.contains("brokers        refuse this worker since"), "{printed}");
+    let metrics = server.text("/metrics", ADMIN);
+    assert!(metrics.lines().any(|l| l.starts_with("weir_broker_refused{") && l.ends_with(" 1")), "{metrics}");
     server.stop();
 }

@@ -172,7 +172,7 @@ fn the_seed_scenario_through_the_cli() {
     // Health and metrics.
     let (status, health) = server.http("GET", "/health", None, None);
     assert_eq!((status, &health["status"]), (200, &json!("ok")));
-    let metrics = ureq_text(&server, "/metrics", ADMIN);
+    let metrics = server.text("/metrics", ADMIN);
     for name in [
         "weir_batches_closed_total",
         "weir_rows_committed_total",
@@ -209,12 +209,6 @@ fn the_seed_scenario_through_the_cli() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("publisher `events/read_clicks` does not exist"));
     server.cli_ok(&token, &["collection", "delete", "events"]);
     assert_eq!(server.cli_json(&token, &["collection", "list"]), json!([]));
-}
-
-fn ureq_text(server: &Server, path: &str, token: &str) -> String {
-    let mut response =
-        ureq::get(format!("{}{path}", server.url)).header("Authorization", format!("Bearer {token}")).call().unwrap();
-    response.body_mut().read_to_string().unwrap()
 }
 
 #[test]
@@ -564,7 +558,7 @@ fn a_batch_being_retried_shows_in_status_executions_and_metrics_from_its_first_f
     let first = &executions[0];
     assert_eq!(first["status"], "retrying", "{executions}");
     assert!(first["error"].as_str().unwrap().contains("CPU deadline"), "{executions}");
-    let metrics = ureq_text(&server, "/metrics", ADMIN);
+    let metrics = server.text("/metrics", ADMIN);
     let retrying_gauge = metrics
         .lines()
         .find_map(|l| {

@@ -20,12 +20,15 @@ use crate::catalog::Catalog;
 use crate::formats::RawMessage;
 use crate::source::{KafkaConnection, OffsetReset};
 
-/// A change in the partitions this worker owns.
+/// A change in the partitions this worker owns, or in whether the brokers take it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Assignment {
     /// Newly assigned, with the catalog's offsets they were positioned at.
     Assigned(BTreeMap<i32, Option<i64>>),
     Revoked(Vec<i32>),
+    /// The brokers refused the credentials, the mechanism or the TLS handshake
+    /// (librdkafka keeps trying; the worker waits, and says why).
+    Refused(String),
 }
 
 /// Positions assigned partitions at the catalog's offsets and tells the worker.
@@ -33,10 +36,22 @@ pub struct WorkerContext {
     catalog: Arc<Catalog>,
     publisher: String,
     topic: String,
+    connection: KafkaConnection,
     events: mpsc::UnboundedSender<Assignment>,
 }
 
-impl ClientContext for WorkerContext {}
+impl ClientContext for WorkerContext {
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        match classify(error.rdkafka_error_code(), reason) {
+            Some(refused) => {
+                let message = refusal(&self.connection, refused, reason).to_string();
+                tracing::warn!(publisher = %self.publisher, "{message}");
+                let _ = self.events.send(Assignment::Refused(message));
+            }
+            None => tracing::warn!(publisher = %self.publisher, error = %error, "librdkafka: {reason}"),
+        }
+    }
+}
 
 impl ConsumerContext for WorkerContext {
     fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
@@ -137,7 +152,13 @@ pub fn subscribe(
     // ...but offsets are ours: the catalog's first, the group's only so lag tools see progress.
     config.set("enable.auto.commit", "false").set("enable.auto.offset.store", "false");
     let (tx, rx) = mpsc::unbounded_channel();
-    let context = WorkerContext { catalog, publisher: publisher.to_string(), topic: topic.to_string(), events: tx };
+    let context = WorkerContext {
+        catalog,
+        publisher: publisher.to_string(),
+        topic: topic.to_string(),
+        connection: connection.clone(),
+        events: tx,
+    };
     let consumer: WorkerConsumer = config.create_with_context(context)?;
     consumer.subscribe(&[topic])?;
     Ok((consumer, rx))
@@ -205,20 +226,25 @@ struct CheckContext {
     refused: std::sync::Mutex<Option<(Refusal, String)>>,
 }
 
+/// Whether librdkafka's report is a broker refusing this client, and how.
+fn classify(code: Option<rdkafka::types::RDKafkaErrorCode>, reason: &str) -> Option<Refusal> {
+    use rdkafka::types::RDKafkaErrorCode as Code;
+    if code == Some(Code::Authentication) {
+        Some(Refusal::Credentials)
+    } else if reason.contains("mechanism handshake failed") {
+        Some(Refusal::Mechanism)
+    } else if code == Some(Code::SSL) || reason.contains("SSL routines") || reason.contains("SSL handshake failed") {
+        Some(Refusal::Tls)
+    } else {
+        None
+    }
+}
+
 impl CheckContext {
     fn note(&self, code: Option<rdkafka::types::RDKafkaErrorCode>, reason: &str) {
-        use rdkafka::types::RDKafkaErrorCode as Code;
-        let refusal = if code == Some(Code::Authentication) {
-            Refusal::Credentials
-        } else if reason.contains("mechanism handshake failed") {
-            Refusal::Mechanism
-        } else if code == Some(Code::SSL) || reason.contains("SSL routines") || reason.contains("SSL handshake failed")
-        {
-            Refusal::Tls
-        } else {
-            return;
-        };
-        self.refused.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert((refusal, reason.to_string()));
+        if let Some(refusal) = classify(code, reason) {
+            self.refused.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert((refusal, reason.to_string()));
+        }
     }
 }
 

@@ -140,6 +140,11 @@ pub enum WorkerEvent {
     },
     /// Registry mode: the schema registry is waited for, answers again, or served a writer schema.
     Registry(RegistryEvent),
+    /// The brokers refused this worker's client (credentials, mechanism, TLS):
+    /// nothing is read until they take it. Cleared by the next assignment.
+    BrokerRefused {
+        reason: String,
+    },
 }
 
 /// Why a worker stopped.
@@ -355,6 +360,9 @@ impl Worker {
                         Assignment::Assigned(offsets) => {
                             self.next.extend(offsets.iter().map(|(p, o)| (*p, *o)));
                             self.emit(WorkerEvent::Assigned(offsets.clone()));
+                        }
+                        Assignment::Refused(reason) => {
+                            self.emit(WorkerEvent::BrokerRefused { reason: reason.clone() });
                         }
                         Assignment::Revoked(partitions) => {
                             // Not committed, so not lost: whoever gets them re-reads from the catalog.

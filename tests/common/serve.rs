@@ -107,6 +107,13 @@ impl Server {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("weir {args:?}: not JSON ({e}): {out}"))
     }
 
+    /// A GET whose answer is text (`/metrics`), with `token`.
+    pub fn text(&self, path: &str, token: &str) -> String {
+        let mut response =
+            ureq::get(format!("{}{path}", self.url)).header("Authorization", format!("Bearer {token}")).call().unwrap();
+        response.body_mut().read_to_string().unwrap()
+    }
+
     /// A plain HTTP request; returns the status and the JSON answer (or `null`).
     pub fn http(&self, method: &str, path: &str, token: Option<&str>, body: Option<Body>) -> (u16, Value) {
         let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();

@@ -233,6 +233,14 @@ fn print_status(s: &Value) {
             time(&retry["failing_since_ms"]),
         );
     }
+    let refused = &s["broker_refused"];
+    if !refused.is_null() {
+        println!(
+            "brokers        refuse this worker since {}: {} (nothing is read until they take it)",
+            time(&refused["since_ms"]),
+            cell(&refused["error"])
+        );
+    }
     match s["lag"].as_i64() {
         Some(lag) => println!("lag            {lag} messages"),
         None => println!("lag            unknown: {}", cell(&s["lag_error"])),

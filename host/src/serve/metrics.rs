@@ -53,6 +53,7 @@ pub struct Metrics {
     publishers: Family<StateLabels, Gauge>,
     registry_waiting: Family<PublisherLabels, Gauge>,
     batch_retrying: Family<PublisherLabels, Gauge>,
+    broker_refused: Family<PublisherLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -71,6 +72,7 @@ impl Default for Metrics {
             publishers: Family::default(),
             registry_waiting: Family::default(),
             batch_retrying: Family::default(),
+            broker_refused: Family::default(),
             registry: Registry::default(),
         };
         registry.register("batches_closed", "Batches closed, by rollover reason", m.batches_closed.clone());
@@ -100,6 +102,11 @@ impl Default for Metrics {
             "batch_retrying",
             "The failed attempts of the batch being retried (0: none is)",
             m.batch_retrying.clone(),
+        );
+        registry.register(
+            "broker_refused",
+            "1 while the brokers refuse a publisher's client (credentials, SASL mechanism or TLS)",
+            m.broker_refused.clone(),
         );
         Self { registry, ..m }
     }
@@ -141,9 +148,13 @@ impl Metrics {
             WorkerEvent::Registry(RegistryEvent::Reachable) => {
                 self.registry_waiting.get_or_create(labels).set(0);
             }
-            WorkerEvent::Assigned(_)
-            | WorkerEvent::Revoked(_)
-            | WorkerEvent::Registry(RegistryEvent::Schema { .. }) => {}
+            WorkerEvent::BrokerRefused { .. } => {
+                self.broker_refused.get_or_create(labels).set(1);
+            }
+            WorkerEvent::Assigned(_) => {
+                self.broker_refused.get_or_create(labels).set(0);
+            }
+            WorkerEvent::Revoked(_) | WorkerEvent::Registry(RegistryEvent::Schema { .. }) => {}
         }
     }
 

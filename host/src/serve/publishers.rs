@@ -358,6 +358,7 @@ pub async fn status(
         "messages_rollover": rollover.messages,
         "worker": state(&app, &record),
         "retrying": app.supervisor.retry(&record.key()),
+        "broker_refused": app.supervisor.refused(&record.key()),
         "lag": lag_total,
         "lag_partitions": lag.as_ref().ok(),
         "lag_error": lag_error,

@@ -36,6 +36,13 @@ pub struct RetryView {
     pub failing_since_ms: i64,
 }
 
+/// The brokers refusing a worker's client: what they said, since when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusedView {
+    pub error: String,
+    pub since_ms: i64,
+}
+
 /// What a publisher's worker is doing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
@@ -67,6 +74,7 @@ struct Running {
     state: Arc<Mutex<WorkerState>>,
     registry: Arc<Mutex<RegistryView>>,
     retry: Arc<Mutex<Option<RetryView>>>,
+    refused: Arc<Mutex<Option<RefusedView>>>,
     publisher: Option<StreamPublisher>,
     labels: PublisherLabels,
 }
@@ -97,6 +105,8 @@ impl Supervisor {
         let task_registry = registry.clone();
         let retry = Arc::new(Mutex::new(None));
         let task_retry = retry.clone();
+        let refused: Arc<Mutex<Option<RefusedView>>> = Arc::default();
+        let task_refused = refused.clone();
         let watched = tokio::spawn(async move {
             while let Some(event) = events.recv().await {
                 metrics.observe(&task_labels, &event);
@@ -117,6 +127,13 @@ impl Supervisor {
                     WorkerEvent::Committed(_) | WorkerEvent::Dropped { .. } => {
                         *task_retry.lock().unwrap_or_else(|e| e.into_inner()) = None;
                     }
+                    WorkerEvent::BrokerRefused { reason } => {
+                        let mut view = task_refused.lock().unwrap_or_else(|e| e.into_inner());
+                        let since_ms = view.as_ref().map_or_else(crate::catalog::now_ms, |v| v.since_ms);
+                        *view = Some(RefusedView { error: reason.clone(), since_ms });
+                    }
+                    // The brokers took the client: the group assigned it partitions.
+                    WorkerEvent::Assigned(_) => *task_refused.lock().unwrap_or_else(|e| e.into_inner()) = None,
                     _ => {}
                 }
                 if let WorkerEvent::Registry(e) = &event {
@@ -165,7 +182,8 @@ impl Supervisor {
                 None => *state = WorkerState::Paused,
             }
         });
-        let running = Running { stop, task: Some(task), state, registry, retry, publisher: Some(publisher), labels };
+        let running =
+            Running { stop, task: Some(task), state, registry, retry, refused, publisher: Some(publisher), labels };
         self.workers().insert(key, running);
     }
 
@@ -176,8 +194,9 @@ impl Supervisor {
         let (stop, _) = watch::channel(true);
         let state = Arc::new(Mutex::new(WorkerState::Failed { error }));
         let registry = Arc::default();
-        let retry = Arc::default();
-        self.workers().insert(key, Running { stop, task: None, state, registry, retry, publisher: None, labels });
+        let (retry, refused) = (Arc::default(), Arc::default());
+        self.workers()
+            .insert(key, Running { stop, task: None, state, registry, retry, refused, publisher: None, labels });
     }
 
     /// Stops a worker gracefully (its open batch is committed within the
@@ -210,6 +229,11 @@ impl Supervisor {
     /// The batch being retried, if one is; `None` too when this node runs no worker for `key`.
     pub fn retry(&self, key: &str) -> Option<RetryView> {
         self.workers().get(key).and_then(|r| r.retry.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+
+    /// Set while the brokers refuse this publisher's client.
+    pub fn refused(&self, key: &str) -> Option<RefusedView> {
+        self.workers().get(key).and_then(|r| r.refused.lock().unwrap_or_else(|e| e.into_inner()).clone())
     }
 
     /// How many workers are in each state.
