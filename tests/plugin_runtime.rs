@@ -116,7 +116,7 @@ fn a_python_publisher_built_with_componentize_py_runs_in_the_same_sandbox() {
     let rt = runtime();
     let plugin = rt.load(&python_guest("passthrough")).expect("CPython's component loads");
     let input = clicks(500, 7);
-    let run = rt.publish(&plugin, vec![vec![frame(&[input.clone()])]], &Limits::default(), None);
+    let run = rt.publish(&plugin, vec![vec![frame(std::slice::from_ref(&input))]], &Limits::default(), None);
     let lines: Vec<(LogSource, &str)> = run.log.lines.iter().map(|l| (l.source, l.message.as_str())).collect();
     let tables = run.outcome.as_ref().expect("the Python passthrough succeeds");
     assert_eq!(tables[0].name, "clicks");
