@@ -169,10 +169,6 @@ impl Keyring {
         Ok((Self { path: path.to_path_buf(), current, next }, generated))
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The id of the key new values are sealed under.
     pub fn key_id(&self) -> &str {
         self.target().id()
