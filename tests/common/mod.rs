@@ -46,23 +46,81 @@ pub fn guest_path(name: &str) -> PathBuf {
     guests_dir().join(format!("{}.wasm", name.replace('-', "_")))
 }
 
-/// A Python guest (`guest-examples/python/<name>/app.py`) built with
-/// componentize-py (installed by scripts/setup.sh) against weir's WIT.
+/// A Python guest (`guest-examples/python/<name>/app.py`, with the SDK beside
+/// it) built with componentize-py (installed by scripts/setup.sh).
 pub fn python_guest(name: &str) -> Vec<u8> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let source = root.join("guest-examples/python").join(name);
-    let out = tempfile::tempdir().unwrap();
-    let wasm = out.path().join(format!("{name}.wasm"));
-    let built = std::process::Command::new("componentize-py")
-        .arg("-d")
-        .arg(root.join("wit"))
-        .args(["-w", "stream-publisher", "componentize", "app", "-o"])
-        .arg(&wasm)
-        .current_dir(&source)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .unwrap_or_else(|e| panic!("componentize-py: {e} (scripts/setup.sh installs it)"));
-    assert!(built.status.success(), "componentize-py failed: {}", String::from_utf8_lossy(&built.stderr));
+    built_guest("python", name, |source, wasm| {
+        let sdk = source.ancestors().find(|d| d.join("weir/__init__.py").exists()).expect("the Python SDK");
+        let mut build = std::process::Command::new("componentize-py");
+        build.arg("-d").arg(repo().join("wit")).args(["-w", "stream-publisher", "componentize", "app", "-p", "."]);
+        build.arg("-p").arg(sdk).arg("-o").arg(wasm).current_dir(source).env("PYTHONDONTWRITEBYTECODE", "1");
+        build
+    })
+}
+
+/// A JavaScript or TypeScript guest (`guest-examples/js/<name>/`) built by
+/// the SDK's build script (its npm packages installed by scripts/setup.sh).
+pub fn js_guest(name: &str) -> Vec<u8> {
+    built_guest("js", name, |source, wasm| {
+        let mut build = std::process::Command::new("node");
+        build.arg(repo().join("guest-examples/js/weir/build.mjs")).arg(source).arg(wasm);
+        build
+    })
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A guest of another language, built once per change of its sources (or its
+/// SDK's) into the guests directory, whichever test asks first.
+fn built_guest(
+    language: &str,
+    name: &str,
+    command: impl FnOnce(&std::path::Path, &std::path::Path) -> std::process::Command,
+) -> Vec<u8> {
+    use std::hash::{Hash, Hasher};
+    let root = repo().join("guest-examples").join(language);
+    let source = root.join(name);
+    assert!(source.is_dir(), "no guest {}", source.display());
+    // What the component is made of: the guest, the SDK (all of `root` but the other guests) and the WIT.
+    let mut hasher = std::hash::DefaultHasher::new();
+    let mut files = Vec::new();
+    for dir in [root.join("weir"), source.clone(), repo().join("wit")] {
+        let mut stack = vec![dir];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let (path, kind) = (entry.path(), entry.file_type().unwrap());
+                let skipped = ["node_modules", "__pycache__", "dist"].iter().any(|s| path.ends_with(s));
+                if kind.is_dir() && !skipped {
+                    stack.push(path);
+                } else if kind.is_file() {
+                    files.push(path);
+                }
+            }
+        }
+    }
+    files.sort();
+    for file in files {
+        file.hash(&mut hasher);
+        std::fs::read(&file).unwrap().hash(&mut hasher);
+    }
+    let out = guests_dir().join(language);
+    std::fs::create_dir_all(&out).unwrap();
+    let wasm = out.join(format!("{}-{:016x}.wasm", name.replace('/', "-"), hasher.finish()));
+    if !wasm.exists() {
+        let partial = out.join(format!(".{}-{}.wasm", name.replace('/', "-"), std::process::id()));
+        let built = command(&source, &partial)
+            .output()
+            .unwrap_or_else(|e| panic!("building {name}: {e} (scripts/setup.sh installs the toolchain)"));
+        assert!(
+            built.status.success(),
+            "building {language} guest {name} failed:\n{}{}",
+            String::from_utf8_lossy(&built.stdout),
+            String::from_utf8_lossy(&built.stderr)
+        );
+        std::fs::rename(&partial, &wasm).unwrap();
+    }
     std::fs::read(&wasm).unwrap()
 }
 

@@ -1,0 +1,325 @@
+/**
+ * Write a weir publisher as an ordinary TypeScript or JavaScript function over
+ * apache-arrow record batches.
+ *
+ *     import { publisher, write, filter } from 'weir';
+ *
+ *     export const publish = publisher((slots) => {
+ *       for (const batch of slots[0]) write('clicks', batch);   // one RecordBatch at a time
+ *     });
+ *
+ * `slots` holds one `Slot` per source (a stream publisher has one); iterating
+ * it reads its frames one at a time and yields their record batches. Output
+ * goes out with `write(table, batches)` as it is made, or is returned as
+ * `{ table: batch | batches }`. Throw `InvalidInput` for input the publisher
+ * cannot handle (the batch fails the same way on every retry); anything else
+ * thrown fails the batch, and weir retries it. `console.log` goes to the
+ * plugin's log.
+ *
+ * `filter`, `take`, `rename`, `withColumn` and `utf8` work on the Arrow
+ * buffers directly: apache-arrow has no compute kernels of its own.
+ */
+import {
+  Bool,
+  Data,
+  DataType,
+  Field,
+  Float64,
+  Int64,
+  makeData,
+  RecordBatch,
+  Schema,
+  Struct,
+  Table,
+  tableFromIPC,
+  tableToIPC,
+  Type,
+  Utf8,
+  Vector,
+  makeVector,
+  vectorFromArray,
+} from 'apache-arrow';
+import { log as hostLog, type Level } from 'weir:publisher/host@0.2.0';
+import { write as hostWrite } from 'weir:publisher/output@0.2.0';
+import type { Frames } from 'weir:publisher/types@0.2.0';
+
+export { RecordBatch, Schema, Field, Table, Vector, Type };
+
+/** Input this publisher cannot handle: the batch fails with `invalid-input`, and would on every retry. */
+export class InvalidInput extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidInput';
+  }
+}
+
+/** The frames one source contributed to the batch: iterate it for their record batches. */
+export interface Slot extends Iterable<RecordBatch> {
+  /** How many frames the source contributed, read or not. */
+  readonly frameCount: number;
+  /** Each frame as a Table, read as it is reached. */
+  frames(): Iterable<Table>;
+}
+
+export type Output = Record<string, RecordBatch | RecordBatch[] | Table>;
+export type Publish = (slots: Slot[]) => Output | void;
+
+/** The frame each record batch came in, for batches that are a frame's only one. */
+const frameOf = new WeakMap<RecordBatch, Uint8Array>();
+
+function slot(frames: Frames): Slot {
+  const count = frames.count();
+  function* tables(): Generator<Table> {
+    for (let bytes = frames.next(); bytes !== undefined; bytes = frames.next()) {
+      const table = tableFromIPC(bytes);
+      if (table.batches.length === 1) frameOf.set(table.batches[0], bytes);
+      yield table;
+    }
+  }
+  return {
+    frameCount: count,
+    frames: tables,
+    *[Symbol.iterator]() {
+      for (const table of tables()) yield* table.batches;
+    },
+  };
+}
+
+/** Appends `batches` (of one schema) to the output table `table`, as they are made. */
+export function write(table: string, batches: RecordBatch | RecordBatch[] | Table): void {
+  const list = batches instanceof Table ? batches.batches : Array.isArray(batches) ? batches : [batches];
+  if (list.length === 0) return;
+  // A batch read from a frame and unchanged goes out as the bytes it came in.
+  const same = list.length === 1 ? frameOf.get(list[0]) : undefined;
+  hostWrite(table, same ?? tableToIPC(new Table(list), 'stream'));
+}
+
+/** One line in the plugin's log. */
+export function log(message: string, level: Level = 'info'): void {
+  hostLog(level, message);
+}
+
+/** Makes `fn(slots)` the component's publish function: `export const publish = publisher(fn)`. */
+export function publisher(fn: Publish): (slots: Frames[]) => void {
+  return (frames: Frames[]) => {
+    try {
+      const output = fn(frames.map(slot));
+      for (const [table, batches] of Object.entries(output ?? {})) write(table, batches);
+    } catch (e) {
+      if (e instanceof InvalidInput) throw { tag: 'invalid-input', val: e.message };
+      const error = e instanceof Error ? e : new Error(String(e));
+      if (error.stack) console.error(error.stack);
+      throw { tag: 'failed', val: `${error.name}: ${error.message}` };
+    }
+  };
+}
+
+/** The column `name` of `batch`, checked to be of type id `type` (`Type.Utf8`, ...) when given. */
+export function column(batch: RecordBatch, name: string, type?: Type): Vector {
+  const vector = batch.getChild(name);
+  if (!vector || (type !== undefined && vector.type.typeId !== type)) {
+    throw new InvalidInput(`the input needs a \`${name}\` column${type !== undefined ? ` of type ${Type[type]}` : ''}`);
+  }
+  return vector;
+}
+
+/** The rows of `batch` where `keep` holds: one bool per row, or a function of the row's index. */
+export function filter(batch: RecordBatch, keep: ArrayLike<boolean | number> | ((row: number) => boolean)): RecordBatch {
+  const n = batch.numRows;
+  const rows = new Int32Array(n);
+  let kept = 0;
+  if (typeof keep === 'function') {
+    for (let i = 0; i < n; i++) if (keep(i)) rows[kept++] = i;
+  } else {
+    if (keep.length !== n) throw new InvalidInput(`the mask has ${keep.length} values, but the batch has ${n} rows`);
+    for (let i = 0; i < n; i++) if (keep[i]) rows[kept++] = i;
+  }
+  return kept === n ? batch : take(batch, rows.subarray(0, kept));
+}
+
+/** The rows of `batch` at `rows`, in that order. */
+export function take(batch: RecordBatch, rows: ArrayLike<number>): RecordBatch {
+  const children = batch.schema.fields.map((_, i) => takeData(batch.data.children[i], rows));
+  return new RecordBatch(batch.schema, makeData({ type: new Struct(batch.schema.fields), length: rows.length, nullCount: 0, children }));
+}
+
+/** `batch` with columns renamed by `{ old: new }`; every old name must be a column. */
+export function rename(batch: RecordBatch, names: Record<string, string>): RecordBatch {
+  for (const old of Object.keys(names)) column(batch, old);
+  const fields = batch.schema.fields.map((f) => (f.name in names ? new Field(names[f.name], f.type, f.nullable, f.metadata) : f));
+  return rebuild(batch, fields, batch.data.children);
+}
+
+/**
+ * `batch` with column `name` set to `values` (a Vector, or JS values of `type`,
+ * inferred when not given): replaced where it is, else put after column
+ * `after` (or at the end).
+ */
+export function withColumn(
+  batch: RecordBatch,
+  name: string,
+  values: Vector | ArrayLike<unknown>,
+  options: { after?: string; type?: DataType } = {},
+): RecordBatch {
+  const vector = values instanceof Vector ? values : toVector(values, options.type);
+  if (vector.length !== batch.numRows) {
+    throw new InvalidInput(`column \`${name}\` has ${vector.length} values, but the batch has ${batch.numRows} rows`);
+  }
+  const data = vector.data.length === 1 ? vector.data[0] : makeVector(vector.toArray()).data[0];
+  const field = new Field(name, vector.type, vector.nullCount > 0);
+  const fields = [...batch.schema.fields];
+  const children = [...batch.data.children];
+  const at = fields.findIndex((f) => f.name === name);
+  if (at >= 0) {
+    fields[at] = field;
+    children[at] = data;
+  } else {
+    const after = options.after === undefined ? fields.length - 1 : fields.findIndex((f) => f.name === options.after);
+    if (after < 0 && options.after !== undefined) column(batch, options.after);
+    fields.splice(after + 1, 0, field);
+    children.splice(after + 1, 0, data);
+  }
+  return rebuild(batch, fields, children);
+}
+
+/** A Utf8 vector of `strings` (null or undefined for a null), built straight into Arrow buffers. */
+export function utf8(strings: ArrayLike<string | null | undefined>): Vector<Utf8> {
+  const n = strings.length;
+  const offsets = new Int32Array(n + 1);
+  const validity = new Uint8Array((n + 7) >> 3);
+  const encoder = new TextEncoder();
+  let bytes = new Uint8Array(Math.max(64, n * 16));
+  let at = 0;
+  let nulls = 0;
+  for (let i = 0; i < n; i++) {
+    const s = strings[i];
+    if (s === null || s === undefined) {
+      nulls++;
+    } else {
+      validity[i >> 3] |= 1 << (i & 7);
+      if (bytes.length - at < s.length * 3) {
+        const grown = new Uint8Array(Math.max(bytes.length * 2, at + s.length * 3));
+        grown.set(bytes.subarray(0, at));
+        bytes = grown;
+      }
+      at += encoder.encodeInto(s, bytes.subarray(at)).written;
+    }
+    offsets[i + 1] = at;
+  }
+  const type = new Utf8();
+  return makeVector(
+    makeData({ type, length: n, nullCount: nulls, nullBitmap: nulls ? validity : undefined, valueOffsets: offsets, data: bytes.subarray(0, at) }),
+  );
+}
+
+function rebuild(batch: RecordBatch, fields: Field[], children: Data[]): RecordBatch {
+  const schema = new Schema(fields, batch.schema.metadata);
+  return new RecordBatch(schema, makeData({ type: new Struct(fields), length: batch.numRows, nullCount: 0, children }));
+}
+
+function toVector(values: ArrayLike<unknown>, type?: DataType): Vector {
+  const sample = Array.from(values).find((v) => v !== null && v !== undefined);
+  if (type === undefined || type instanceof Utf8) {
+    if (type instanceof Utf8 || typeof sample === 'string') return utf8(values as ArrayLike<string | null>);
+  }
+  const inferred =
+    type ?? (typeof sample === 'bigint' ? new Int64() : typeof sample === 'number' ? new Float64() : typeof sample === 'boolean' ? new Bool() : undefined);
+  return inferred ? vectorFromArray(Array.from(values), inferred) : vectorFromArray(Array.from(values));
+}
+
+const isValid = (bitmap: Uint8Array, i: number) => ((bitmap[i >> 3] >> (i & 7)) & 1) === 1;
+
+/** The values of `data` at `rows`, as new buffers. */
+function takeData(data: Data, rows: ArrayLike<number>): Data {
+  const n = rows.length;
+  const type = data.type;
+  const offset = data.offset;
+  let nullCount = 0;
+  let nullBitmap: Uint8Array | undefined;
+  if (data.nullCount > 0 && data.nullBitmap && data.nullBitmap.length > 0) {
+    nullBitmap = new Uint8Array((n + 7) >> 3);
+    const bits = data.nullBitmap;
+    for (let k = 0; k < n; k++) {
+      if (isValid(bits, offset + rows[k])) nullBitmap[k >> 3] |= 1 << (k & 7);
+      else nullCount++;
+    }
+  }
+  const base = { type, length: n, nullCount, nullBitmap: nullCount ? nullBitmap : undefined };
+  switch (type.typeId) {
+    case Type.Null:
+      return makeData({ type, length: n, nullCount: n } as never);
+    case Type.Bool: {
+      const out = new Uint8Array((n + 7) >> 3);
+      for (let k = 0; k < n; k++) if (isValid(data.values as Uint8Array, offset + rows[k])) out[k >> 3] |= 1 << (k & 7);
+      return makeData({ ...base, data: out } as never);
+    }
+    case Type.Int:
+    case Type.Float:
+    case Type.Date:
+    case Type.Time:
+    case Type.Timestamp:
+    case Type.Duration:
+    case Type.Interval:
+    case Type.Decimal:
+    case Type.FixedSizeBinary: {
+      const stride = data.stride;
+      const values = data.values as unknown as { [i: number]: number | bigint; constructor: new (n: number) => never };
+      const out = new (values.constructor as new (n: number) => { [i: number]: number | bigint })(n * stride);
+      if (stride === 1) for (let k = 0; k < n; k++) out[k] = values[offset + rows[k]];
+      else for (let k = 0; k < n; k++) for (let s = 0; s < stride; s++) out[k * stride + s] = values[(offset + rows[k]) * stride + s];
+      return makeData({ ...base, data: out } as never);
+    }
+    case Type.Utf8:
+    case Type.Binary:
+    case Type.LargeUtf8:
+    case Type.LargeBinary: {
+      const large = type.typeId === Type.LargeUtf8 || type.typeId === Type.LargeBinary;
+      const from = data.valueOffsets as Int32Array | BigInt64Array;
+      const bytes = data.values as Uint8Array;
+      const offsets = large ? new BigInt64Array(n + 1) : new Int32Array(n + 1);
+      let size = 0;
+      for (let k = 0; k < n; k++) size += Number(from[offset + rows[k] + 1]) - Number(from[offset + rows[k]]);
+      const out = new Uint8Array(size);
+      let at = 0;
+      for (let k = 0; k < n; k++) {
+        const start = Number(from[offset + rows[k]]);
+        const end = Number(from[offset + rows[k] + 1]);
+        out.set(bytes.subarray(start, end), at);
+        at += end - start;
+        offsets[k + 1] = (large ? BigInt(at) : at) as never;
+      }
+      return makeData({ ...base, valueOffsets: offsets, data: out } as never);
+    }
+    case Type.List:
+    case Type.Map: {
+      const from = data.valueOffsets as Int32Array;
+      const offsets = new Int32Array(n + 1);
+      const items: number[] = [];
+      for (let k = 0; k < n; k++) {
+        for (let j = from[offset + rows[k]]; j < from[offset + rows[k] + 1]; j++) items.push(j);
+        offsets[k + 1] = items.length;
+      }
+      return makeData({ ...base, valueOffsets: offsets, child: takeData(data.children[0], items) } as never);
+    }
+    case Type.FixedSizeList: {
+      const size = (type as unknown as { listSize: number }).listSize;
+      const items: number[] = [];
+      for (let k = 0; k < n; k++) for (let j = 0; j < size; j++) items.push((offset + rows[k]) * size + j);
+      return makeData({ ...base, child: takeData(data.children[0], items) } as never);
+    }
+    case Type.Struct:
+      // A struct's children carry its offset themselves.
+      return makeData({ ...base, children: data.children.map((c) => takeData(c, rows)) } as never);
+    case Type.Dictionary: {
+      const keys = data.values as unknown as { [i: number]: number; constructor: new (n: number) => { [i: number]: number } };
+      const out = new keys.constructor(n);
+      for (let k = 0; k < n; k++) out[k] = keys[offset + rows[k]];
+      return makeData({ ...base, data: out, dictionary: data.dictionary } as never);
+    }
+    default: {
+      // Unions and views: through JS values.
+      const vector = makeVector(data);
+      return vectorFromArray(Array.from(rows, (r) => vector.get(r)), type).data[0];
+    }
+  }
+}

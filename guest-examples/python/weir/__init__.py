@@ -1,0 +1,100 @@
+"""Write a weir publisher as an ordinary Python function over Arrow record batches.
+
+    import weir
+
+    @weir.publisher
+    def publish(slots):
+        for batch in slots[0]:                      # one RecordBatch at a time
+            weir.write("clicks", batch.filter(...))
+
+`slots` holds one `Slot` per source (a stream publisher has one); iterating a
+slot reads its frames one at a time and yields their record batches. Output
+goes out with `weir.write(table, batches)` as it is made, or is returned as
+{table: batch or list of batches}. Raise ValueError for input the publisher
+cannot handle (the batch fails the same way on every retry); any other
+exception fails the batch and weir retries it. print() goes to the plugin's log.
+
+Everything but `publisher`, `write` and `log` also runs outside a component,
+under any CPython, which is how it is tested against pyarrow.
+"""
+import sys
+import traceback
+
+from . import types
+from .array import Array
+from .batch import RecordBatch, infer_type
+from .ipc import IpcError, read_stream, write_stream
+from .types import DataType, Field, Schema
+
+__all__ = ["publisher", "write", "log", "Slot", "Array", "RecordBatch", "Schema", "Field", "DataType", "types",
+           "read_stream", "write_stream", "infer_type", "IpcError"]
+
+
+class Slot:
+    """The frames one source contributed to the batch, read one at a time."""
+
+    def __init__(self, frames):
+        self._frames = frames
+        self.frame_count = frames.count()
+
+    def __len__(self):
+        return self.frame_count
+
+    def frames(self):
+        """Each frame's (schema, [RecordBatch]), as it is read."""
+        while (frame := self._frames.next()) is not None:
+            yield read_stream(frame)
+
+    def __iter__(self):
+        for _, batches in self.frames():
+            yield from batches
+
+
+# The component's imports, bound by `publisher` while componentize-py builds the
+# component: modules first imported later, at run time, are not in it.
+_imports = None
+
+
+def write(table, batches):
+    """Appends `batches` (a RecordBatch or several, of one schema) to output table `table`."""
+    batches = [batches] if isinstance(batches, RecordBatch) else list(batches)
+    if batches:
+        _imports.output.write(table, write_stream(batches[0].schema, batches))
+
+
+def log(message, level="info"):
+    """One line in the plugin's log: level is trace, debug, info, warn or error."""
+    _imports.host.log(getattr(_imports.host.Level, level.upper()), str(message))
+
+
+def publisher(fn):
+    """Makes `fn(slots)` the component's publish function. It is called once per
+    batch; it may write its output with `write` and/or return it as a dict."""
+    global _imports
+    import types as stdlib_types
+
+    import wit_world
+    from componentize_py_types import Err
+    from wit_world.imports import host, output
+    from wit_world.imports.types import PublishError_Failed, PublishError_InvalidInput
+
+    _imports = stdlib_types.SimpleNamespace(host=host, output=output)
+
+    class WitWorld(wit_world.WitWorld):
+        def publish(self, slots):
+            try:
+                returned = fn([Slot(s) for s in slots])
+                for table, batches in (returned or {}).items():
+                    write(table, batches)
+            except ValueError as e:
+                raise Err(PublishError_InvalidInput(f"{e}"))
+            except Exception as e:
+                sys.stderr.write(traceback.format_exc())
+                raise Err(PublishError_Failed(f"{type(e).__name__}: {e}"))
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+
+    # componentize-py looks for the world's class in the app module.
+    fn.__globals__["WitWorld"] = WitWorld
+    return fn

@@ -1,0 +1,151 @@
+//! Publishers in Rust, Python and TypeScript/JavaScript: the same examples give
+//! the same tables, row for row, through the runtime and through a real stream
+//! worker; the Python SDK's Arrow reader and writer agree with pyarrow.
+
+mod common;
+
+use std::time::Duration;
+
+use arrow::array::{RecordBatch, StringArray};
+use arrow::compute::{concat_batches, sort_to_indices, take_record_batch};
+use serde_json::json;
+use weir::plugin::{Limits, RunError};
+use weir::worker::WorkerOptions;
+
+use common::stream::Harness;
+use common::{clicks, frame, guest, js_guest, mixed, python_guest, runtime};
+
+/// Generous limits: these tests are about what comes out, not how fast.
+fn roomy() -> Limits {
+    Limits { deadline: Duration::from_secs(60), ..Limits::default() }
+}
+
+/// `actual` equals `expected`; where not, which column differs, not a screenful of both.
+fn assert_same(actual: &RecordBatch, expected: &RecordBatch, language: &str) {
+    assert_eq!(actual.schema(), expected.schema(), "{language}: the schemas differ");
+    assert_eq!(actual.num_rows(), expected.num_rows(), "{language}: the row counts differ");
+    for (field, (a, e)) in expected.schema().fields().iter().zip(actual.columns().iter().zip(expected.columns())) {
+        if a != e {
+            let first = (0..a.len()).find(|&i| a.slice(i, 1) != e.slice(i, 1)).unwrap_or(0);
+            panic!(
+                "{language}: column {} differs first at row {first}: {:?} instead of {:?}",
+                field.name(),
+                a.slice(first, 1),
+                e.slice(first, 1)
+            );
+        }
+    }
+}
+
+fn all_rows(batches: &[RecordBatch]) -> RecordBatch {
+    concat_batches(&batches[0].schema(), batches).unwrap()
+}
+
+/// Runs `component` on one slot of `frames`, returning the one table it wrote.
+fn run(component: &[u8], frames: &[RecordBatch]) -> RecordBatch {
+    let rt = runtime();
+    let plugin = rt.load(component).expect("the component loads");
+    let slot = frames.iter().map(|f| frame(std::slice::from_ref(f))).collect();
+    let run = rt.publish(&plugin, vec![slot], &roomy(), None);
+    let tables = run.outcome.unwrap_or_else(|e| panic!("the publisher fails: {e}\n{:?}", run.log));
+    assert_eq!(tables.len(), 1);
+    assert_eq!(tables[0].name, "clicks");
+    all_rows(&tables[0].frame.batches)
+}
+
+#[test]
+fn the_python_sdk_reads_and_writes_arrow_as_pyarrow_does() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-examples/python/test_sdk.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_passthrough_returns_its_input_in_every_language() {
+    // Several frames, one of several record batches (the host frames 64 Ki rows per batch).
+    let input = [clicks(150_000, 5), clicks(10, 6), clicks(1, 7)];
+    let expected = all_rows(&input);
+    for (language, component) in [
+        ("rust", guest("read-clicks")),
+        ("python", python_guest("passthrough")),
+        ("javascript", js_guest("passthrough")),
+    ] {
+        assert_same(&run(&component, &input), &expected, language);
+    }
+}
+
+#[test]
+fn the_python_sdk_reads_and_writes_every_type_the_host_sends() {
+    // Every value of every column into Python objects and back out of them.
+    let input = [mixed(3_000, 11), mixed(1, 12)];
+    assert_same(&run(&python_guest("fixtures/reencode"), &input), &all_rows(&input), "python");
+}
+
+#[test]
+fn clicks_enrich_is_the_same_in_every_language() {
+    let input = [clicks(70_000, 21), clicks(500, 22)];
+    let rust = run(&guest("clicks-enrich"), &input);
+    assert!(rust.num_rows() > 0 && rust.num_rows() < 70_500, "some clicks are bounces, some are not");
+    assert_same(&run(&python_guest("clicks-enrich"), &input), &rust, "python");
+    assert_same(&run(&js_guest("clicks-enrich"), &input), &rust, "typescript");
+}
+
+#[test]
+fn errors_are_mapped_to_the_contracts_errors_in_every_language() {
+    // A batch without the columns clicks-enrich needs: invalid input, said in each language's words.
+    let wrong = mixed(5, 1);
+    for (language, component, says) in [
+        ("rust", guest("clicks-enrich"), "clicks need a `duration_ms` column of type Int64"),
+        ("python", python_guest("clicks-enrich"), "clicks need a `duration_ms` column of type int64"),
+        ("typescript", js_guest("clicks-enrich"), "the input needs a `duration_ms` column of type Int"),
+    ] {
+        let rt = runtime();
+        let plugin = rt.load(&component).unwrap();
+        let run = rt.publish(&plugin, vec![vec![frame(std::slice::from_ref(&wrong))]], &roomy(), None);
+        match run.outcome {
+            Err(RunError::Guest(e)) => {
+                assert_eq!(e.to_string(), format!("the plugin rejected its input: {says}"), "{language}")
+            }
+            other => panic!("{language}: expected invalid input, got {other:?}"),
+        }
+    }
+}
+
+/// The rows a stream worker running `component` commits for 400 clicks, by event id,
+/// without the Kafka timestamps.
+async fn through_a_stream_worker(component: &[u8]) -> RecordBatch {
+    let h = Harness::new(2);
+    h.produce("clicks", &common::stream::clicks(0, 400)).await;
+    let mut publisher =
+        h.publisher("read-clicks", json!({"kafka.messages_rollover": 150, "kafka.time_rollover_seconds": 2}), None);
+    publisher.plugin = h.runtime.load(component).expect("the component loads");
+    publisher.limits = roomy();
+    let mut worker = h.start(publisher, WorkerOptions::default());
+    let mut read = 0;
+    while read < 400 {
+        read += worker.next_commit().await.rows_in;
+    }
+    worker.stop().await;
+    let mut batches = Vec::new();
+    for file in h.committed_files() {
+        batches.extend(weir::input::read(&file, None).expect("a committed parquet file").batches);
+    }
+    let mut rows = all_rows(&batches);
+    // When each run produced its messages is the one thing that differs between runs.
+    rows.remove_column(rows.schema().index_of("_timestamp").unwrap());
+    let ids = rows.column_by_name("event_id").unwrap().as_any().downcast_ref::<StringArray>().unwrap().clone();
+    take_record_batch(&rows, &sort_to_indices(&ids, None, None).unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clicks_enrich_commits_the_same_table_through_a_stream_worker_in_every_language() {
+    let rust = through_a_stream_worker(&guest("clicks-enrich")).await;
+    assert_eq!(rust.num_rows(), 300, "the 100 clicks under 100 ms are bounces");
+    assert!(rust.column_by_name("section").is_some() && rust.column_by_name("clicked_at").is_some());
+    assert_same(&through_a_stream_worker(&python_guest("clicks-enrich")).await, &rust, "python");
+    assert_same(&through_a_stream_worker(&js_guest("clicks-enrich")).await, &rust, "typescript");
+}
