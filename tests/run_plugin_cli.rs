@@ -290,26 +290,60 @@ fn a_new_python_publisher_builds_and_runs() {
 }
 
 #[test]
-fn a_python_publishers_exceptions_are_its_errors() {
+fn a_new_typescript_publisher_builds_and_runs() {
+    new_build_run("typescript", "hello_ts");
+}
+
+#[test]
+fn a_new_javascript_publisher_builds_and_runs() {
+    new_build_run("javascript", "hello_js");
+}
+
+/// A new project in `language` whose code is changed to do each of `cases`
+/// (a statement, put after `anchor`) and then fail with the error given.
+fn raises(language: &str, app: &str, anchor: &str, cases: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("raising");
     let project_arg = project.display().to_string();
-    assert!(weir(&["plugin", "new", "raising", "--language", "python", "--dir", &project_arg]).status.success());
-    let app = std::fs::read_to_string(project.join("app.py")).unwrap();
-    let cases = [
-        ("raise ValueError('no column price')", "the plugin rejected its input: no column price"),
-        ("{}['price']", "the plugin failed: KeyError: 'price'"),
-    ];
+    assert!(weir(&["plugin", "new", "raising", "--language", language, "--dir", &project_arg]).status.success());
+    let code = std::fs::read_to_string(project.join(app)).unwrap();
     for (statement, error) in cases {
-        let raising = app.replacen("    frames = 0\n", &format!("    frames = 0\n    {statement}\n"), 1);
-        assert_ne!(raising, app);
-        std::fs::write(project.join("app.py"), raising).unwrap();
+        let indent = &anchor[..anchor.len() - anchor.trim_start().len()];
+        let raising = code.replacen(anchor, &format!("{anchor}\n{indent}{statement}"), 1);
+        assert_ne!(raising, code);
+        std::fs::write(project.join(app), raising).unwrap();
         let built = weir(&["plugin", "build", &project_arg]);
         assert!(built.status.success(), "{}", text(&built.stderr));
         let ran = run_on_sample(&project.join("raising.wasm"), &dir.path().join("out"), &[]);
         assert!(!ran.status.success());
-        assert!(text(&ran.stderr).contains(error), "{}", text(&ran.stderr));
+        assert!(text(&ran.stderr).contains(error), "{language}: {}", text(&ran.stderr));
     }
+}
+
+#[test]
+fn a_python_publishers_exceptions_are_its_errors() {
+    raises(
+        "python",
+        "app.py",
+        "    rows = 0",
+        &[
+            ("raise ValueError('no column price')", "the plugin rejected its input: no column price"),
+            ("{}['price']", "the plugin failed: KeyError: 'price'"),
+        ],
+    );
+}
+
+#[test]
+fn a_javascript_publishers_exceptions_are_its_errors() {
+    raises(
+        "javascript",
+        "app.js",
+        "  let rows = 0;",
+        &[
+            ("throw new InvalidInput('no column price');", "the plugin rejected its input: no column price"),
+            ("null.price;", "the plugin failed: TypeError: can't access property \"price\" of null"),
+        ],
+    );
 }
 
 #[test]
@@ -323,7 +357,10 @@ fn plugin_new_and_build_say_what_is_wrong() {
     let path = dir.path().display().to_string();
     let empty = weir(&["plugin", "build", &path]);
     assert!(!empty.status.success());
-    assert!(text(&empty.stderr).contains("holds no publisher project (a Cargo.toml or an app.py)"), "{empty:?}");
+    assert!(
+        text(&empty.stderr).contains("holds no publisher project (a Cargo.toml, a package.json or an app.py)"),
+        "{empty:?}"
+    );
 
     let bad = weir(&["plugin", "new", "Hello World", "--language", "rust", "--dir", &path]);
     assert!(text(&bad.stderr).contains("is not a valid plugin name"), "{bad:?}");
@@ -341,4 +378,13 @@ fn plugin_new_and_build_say_what_is_wrong() {
         .output()
         .unwrap();
     assert!(text(&no_tool.stderr).contains("pip install componentize-py==0.25.0"), "{no_tool:?}");
+    let project = dir.path().join("js");
+    let project_arg = project.display().to_string();
+    assert!(weir(&["plugin", "new", "js", "--language", "javascript", "--dir", &project_arg]).status.success());
+    let no_node = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["plugin", "build", &project_arg])
+        .env("PATH", "")
+        .output()
+        .unwrap();
+    assert!(text(&no_node.stderr).contains("install Node.js 20 or later, with npm"), "{no_node:?}");
 }

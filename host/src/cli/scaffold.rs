@@ -1,9 +1,10 @@
 //! `weir plugin new` and `weir plugin build`: a ready publisher project in
-//! Rust or Python, and the one command that turns it into a component.
+//! Rust, TypeScript, JavaScript or Python, and the one command that turns it
+//! into a component.
 //!
 //! A new project carries what it needs to build outside this repository: the
-//! WIT it implements, and for Rust the weir-guest SDK itself (vendored, as it
-//! is on no registry), a sample input and a README with the next commands.
+//! WIT it implements, the language's weir SDK itself (vendored, as none is on
+//! a registry), a sample input and a README with the next commands.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,6 +15,8 @@ use weir::plugin::import_allowed;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Language {
     Rust,
+    Typescript,
+    Javascript,
     Python,
 }
 
@@ -59,47 +62,76 @@ fn publish(slots: Vec<Frames>, output: &mut Output) -> Result<()> {
 weir_guest::export_stream_publisher!(publish);
 "#;
 
-const PYTHON_APP: &str = r#""""A weir publisher: every frame of the batch, unchanged, as the table named
-after the topic. Frames are Arrow IPC stream bytes; print() goes to the
-plugin's log. Built by `weir plugin build` with componentize-py."""
-import traceback
-
-import wit_world
-from componentize_py_types import Err
-from wit_world.imports import host, output
-from wit_world.imports.host import Level
-from wit_world.imports.types import PublishError_Failed, PublishError_InvalidInput
+const PYTHON_APP: &str = r#""""A weir publisher: every record batch of the input, unchanged, as the table
+named after the topic. Raise ValueError for input it cannot handle; print()
+goes to the plugin's log. Built by `weir plugin build` with componentize-py."""
+import weir
 
 # The output table: a stream publisher writes exactly one, named after its topic.
 TABLE = "clicks"
 
 
+@weir.publisher
 def publish(slots):
-    frames = 0
-    for slot in slots:
-        while (frame := slot.next()) is not None:
-            output.write(TABLE, frame)
-            frames += 1
-    host.log(Level.INFO, f"{frames} frames published")
-
-
-class WitWorld(wit_world.WitWorld):
-    def publish(self, slots):
-        # Raise ValueError for input this publisher cannot handle (retrying fails the same
-        # way); any other exception fails the batch, and weir retries it.
-        try:
-            publish(slots)
-        except ValueError as e:
-            raise Err(PublishError_InvalidInput(f"{e}"))
-        except Exception as e:
-            print(traceback.format_exc())
-            raise Err(PublishError_Failed(f"{type(e).__name__}: {e}"))
+    rows = 0
+    for batch in slots[0]:  # a weir.RecordBatch at a time
+        weir.write(TABLE, batch)
+        rows += batch.num_rows
+    weir.log(f"{rows} rows published")
 "#;
+
+/// The Python SDK, vendored into each project as the package `weir/`.
+const PYTHON_SDK: [(&str, &str); 6] = [
+    ("__init__.py", include_str!("../../../guest-examples/python/weir/__init__.py")),
+    ("_flatbuf.py", include_str!("../../../guest-examples/python/weir/_flatbuf.py")),
+    ("array.py", include_str!("../../../guest-examples/python/weir/array.py")),
+    ("batch.py", include_str!("../../../guest-examples/python/weir/batch.py")),
+    ("ipc.py", include_str!("../../../guest-examples/python/weir/ipc.py")),
+    ("types.py", include_str!("../../../guest-examples/python/weir/types.py")),
+];
+
+const JS_APP: &str = r#"// A weir publisher: every record batch of the input, unchanged, as the table
+// named after the topic. Throw InvalidInput for input it cannot handle;
+// console.log goes to the plugin's log. Built by `weir plugin build`.
+import { InvalidInput, log, publisher, write } from 'weir';
+
+// The output table: a stream publisher writes exactly one, named after its topic.
+const TABLE = 'clicks';
+
+export const publish = publisher((slots) => {
+  let rows = 0;
+  for (const batch of slots[0]) {
+    // an apache-arrow RecordBatch at a time
+    write(TABLE, batch);
+    rows += batch.numRows;
+  }
+  log(`${rows} rows published`);
+});
+"#;
+
+/// The TypeScript/JavaScript SDK, vendored into each project as `weir/`, and
+/// the npm packages it is pinned to.
+const JS_SDK: [(&str, &str); 3] = [
+    ("index.ts", include_str!("../../../guest-examples/js/weir/index.ts")),
+    ("world.d.ts", include_str!("../../../guest-examples/js/weir/world.d.ts")),
+    ("build.mjs", include_str!("../../../guest-examples/js/weir/build.mjs")),
+];
+const JS_PACKAGE: &str = include_str!("../../../guest-examples/js/package.json");
+const JS_LOCK: &str = include_str!("../../../guest-examples/js/package-lock.json");
+const JS_TSCONFIG: &str = include_str!("../../../guest-examples/js/tsconfig.json");
 
 fn readme(name: &str, language: Language) -> String {
     let what = match language {
         Language::Rust => "Rust, with the weir-guest SDK (in `weir-guest/`)",
-        Language::Python => "Python, built with componentize-py (CPython in the component)",
+        Language::Typescript => {
+            "TypeScript, with weir's SDK (in `weir/`) over apache-arrow, built with componentize-js"
+        }
+        Language::Javascript => {
+            "JavaScript, with weir's SDK (in `weir/`) over apache-arrow, built with componentize-js"
+        }
+        Language::Python => {
+            "Python, with weir's SDK (in `weir/`), built with componentize-py (CPython in the component)"
+        }
     };
     format!(
         "# {name}\n\nA weir stream publisher in {what}. It implements `weir:publisher@0.2.0` (`wit/`).\n\n\
@@ -117,7 +149,7 @@ fn files(name: &str, language: Language) -> Vec<(PathBuf, String)> {
     let mut files = vec![
         (PathBuf::from("README.md"), readme(name, language)),
         (PathBuf::from("sample.jsonl"), SAMPLE.to_string()),
-        (PathBuf::from(".gitignore"), "target/\n*.wasm\n__pycache__/\n".to_string()),
+        (PathBuf::from(".gitignore"), "target/\n*.wasm\n__pycache__/\nnode_modules/\n".to_string()),
     ];
     match language {
         Language::Rust => {
@@ -137,10 +169,28 @@ fn files(name: &str, language: Language) -> Vec<(PathBuf, String)> {
             ]);
         }
         Language::Python => {
+            files.push((PathBuf::from("app.py"), PYTHON_APP.to_string()));
+            files.push((PathBuf::from("wit/publisher.wit"), WIT.to_string()));
+            files.extend(PYTHON_SDK.iter().map(|(file, text)| (Path::new("weir").join(file), text.to_string())));
+        }
+        Language::Typescript | Language::Javascript => {
+            // The same code is TypeScript too: the SDK's types reach `slots` through `publisher`.
+            let app = if language == Language::Typescript { "app.ts" } else { "app.js" };
+            // The SDK's own package name and description are the project's.
+            let package = |text: &str| {
+                text.replace("\"weir-js-guests\"", &format!("{name:?}")).replace(
+                    "weir's publisher SDK for TypeScript and JavaScript (weir/), its examples and hostile fixtures",
+                    "A weir stream publisher",
+                )
+            };
             files.extend([
-                (PathBuf::from("app.py"), PYTHON_APP.to_string()),
+                (PathBuf::from(app), JS_APP.to_string()),
+                (PathBuf::from("package.json"), package(JS_PACKAGE)),
+                (PathBuf::from("package-lock.json"), package(JS_LOCK)),
+                (PathBuf::from("tsconfig.json"), JS_TSCONFIG.to_string()),
                 (PathBuf::from("wit/publisher.wit"), WIT.to_string()),
             ]);
+            files.extend(JS_SDK.iter().map(|(file, text)| (Path::new("weir").join(file), text.to_string())));
         }
     }
     files
@@ -176,11 +226,13 @@ pub struct Built {
 pub fn build(dir: &Path) -> anyhow::Result<Built> {
     let path = if dir.join("Cargo.toml").exists() {
         build_rust(dir)?
+    } else if dir.join("package.json").exists() {
+        build_js(dir)?
     } else if dir.join("app.py").exists() {
         build_python(dir)?
     } else {
         bail!(
-            "{} holds no publisher project (a Cargo.toml or an app.py): make one with `weir plugin new NAME --language rust|python`",
+            "{} holds no publisher project (a Cargo.toml, a package.json or an app.py): make one with `weir plugin new NAME --language rust|typescript|javascript|python`",
             dir.display()
         );
     };
@@ -227,25 +279,65 @@ fn build_rust(dir: &Path) -> anyhow::Result<PathBuf> {
         .context("cargo built no .wasm: the crate needs `crate-type = [\"cdylib\"]`")
 }
 
-fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
+/// `<dir>/<dir's name>.wasm`, where the script-language builds put the component.
+fn component_path(dir: &Path) -> PathBuf {
     let name = dir
         .canonicalize()
         .ok()
         .and_then(|d| d.file_name().map(|n| n.to_string_lossy().replace('-', "_")))
         .unwrap_or_else(|| "plugin".into());
-    let wasm = dir.join(format!("{name}.wasm"));
+    dir.join(format!("{name}.wasm"))
+}
+
+/// Output lines worth showing from a failed build: not the stack frames.
+fn reason(output: &[u8]) -> String {
+    let text = String::from_utf8_lossy(output);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(|c: char| c.is_ascii_digit()) && !l.trim_start().starts_with("at "))
+        .take(30)
+        .collect();
+    lines.join("\n")
+}
+
+fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
+    const NODE: &str = "install Node.js 20 or later, with npm";
+    if !dir.join("node_modules").exists() {
+        eprintln!("installing the npm packages of {} (once)", dir.display());
+        let install = if dir.join("package-lock.json").exists() { "ci" } else { "install" };
+        let out = Command::new("npm")
+            .args([install, "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"])
+            .current_dir(dir)
+            .output()
+            .map_err(missing("npm", NODE))?;
+        if !out.status.success() {
+            bail!("npm could not install the packages of {}:\n{}", dir.display(), reason(&out.stderr));
+        }
+    }
+    let wasm = component_path(dir);
+    let out = Command::new("node")
+        .arg(dir.join("weir/build.mjs"))
+        .arg(dir)
+        .arg(&wasm)
+        .output()
+        .map_err(missing("node", NODE))?;
+    if !out.status.success() {
+        bail!("the build of {} failed:\n{}", dir.display(), reason(&out.stderr));
+    }
+    Ok(wasm)
+}
+
+fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
+    let wasm = component_path(dir);
     let out = Command::new("componentize-py")
-        .args(["-d", "wit", "-w", "stream-publisher", "componentize", "app", "-o"])
+        .args(["-d", "wit", "-w", "stream-publisher", "componentize", "app", "-p", ".", "-o"])
         .arg(wasm.file_name().expect("a file name"))
         .current_dir(dir)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .map_err(missing("componentize-py", "install it with `pip install componentize-py==0.25.0`"))?;
     if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let reason: Vec<&str> =
-            stderr.lines().filter(|l| !l.trim_start().starts_with(|c: char| c.is_ascii_digit())).take(20).collect();
-        bail!("componentize-py could not build {}:\n{}", dir.display(), reason.join("\n"));
+        bail!("componentize-py could not build {}:\n{}", dir.display(), reason(&out.stderr));
     }
     Ok(wasm)
 }
