@@ -1,6 +1,7 @@
 //! Publishers in Rust, Python and TypeScript/JavaScript: the same examples give
 //! the same tables, row for row, through the runtime and through a real stream
-//! worker; the Python SDK's Arrow reader and writer agree with pyarrow.
+//! worker; the Python SDK's Arrow reader and writer, and the JavaScript SDK's
+//! row selection, agree with pyarrow.
 
 mod common;
 
@@ -56,6 +57,17 @@ fn run(component: &[u8], frames: &[RecordBatch]) -> RecordBatch {
 #[test]
 fn the_python_sdk_reads_and_writes_arrow_as_pyarrow_does() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-examples/python/test_sdk.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn the_javascript_sdks_helpers_select_rows_as_pyarrow_does() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-examples/js/test_sdk.py");
     let out = std::process::Command::new("python3")
         .arg(script)
         .env("PYTHONDONTWRITEBYTECODE", "1")

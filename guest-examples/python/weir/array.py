@@ -7,6 +7,7 @@ from_pylist make is laid out afresh.
 """
 import datetime
 import decimal
+import itertools
 import struct
 
 from . import types as t
@@ -193,9 +194,9 @@ class Array:
         """The values at `indices`, in that order."""
         indices = list(indices)
         n = len(indices)
-        for i in indices:
-            if not 0 <= i < self.length:
-                raise IndexError(f"index {i} is out of range for an array of {self.length} values")
+        if n and (min(indices) < 0 or max(indices) >= self.length):
+            bad = next(i for i in indices if not 0 <= i < self.length)
+            raise IndexError(f"index {bad} is out of range for an array of {self.length} values")
         dtype, kind = self.type, self.type.kind
         valid = None if self.validity is None else unpack_bits(self.validity, self.length)
         if kind == "null":
@@ -223,7 +224,7 @@ class Array:
             offsets = _numbers(self.buffers[0], fmt, self.length + 1)
             data = bytes(self.buffers[1][: offsets[-1]]) if self.length else b""
             pieces = [data[offsets[i] : offsets[i + 1]] for i in indices]
-            return made([_offsets([len(p) for p in pieces], fmt), b"".join(pieces)])
+            return made([_offsets(list(map(len, pieces)), fmt), b"".join(pieces)])
         if kind in ("list", "large_list", "map"):
             fmt = "q" if kind == "large_list" else "i"
             offsets = _numbers(self.buffers[0], fmt, self.length + 1)
@@ -244,11 +245,7 @@ class Array:
 
 
 def _offsets(lengths, fmt):
-    at, out = 0, [0]
-    for n in lengths:
-        at += n
-        out.append(at)
-    return struct.pack(f"<{len(out)}{fmt}", *out)
+    return struct.pack(f"<{len(lengths) + 1}{fmt}", 0, *itertools.accumulate(lengths))
 
 
 def _to_int(value, dtype):
