@@ -626,3 +626,34 @@ fn tokens_are_listed_without_themselves_revoked_or_expired_at_once_and_audited()
     assert!(refused.iter().any(|e| e["status"] == 403 && e["path"] == "/v1/tenants"), "{refused:?}");
     assert!(!log.contains(third_token.trim_start_matches("weir_")), "the audit log holds no token");
 }
+
+#[test]
+fn python_and_typescript_publishers_are_pushed_to_a_server_and_run_there() {
+    let broker = broker();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    let bootstrap = broker.bootstrap_servers();
+    let token = server.tenant("acme", json!({}));
+    let components =
+        [("python", common::python_guest("clicks-enrich")), ("typescript", common::js_guest("clicks-enrich"))];
+    for (language, component) in &components {
+        let collection = format!("events_{language}");
+        let path = dir.path().join(format!("{language}.wasm"));
+        std::fs::write(&path, component).unwrap();
+        let out = server.cli_ok(&token, &["plugin", "push", path.to_str().unwrap()]);
+        assert!(out.contains(" uploaded ("), "{out}");
+        server.cli_ok(&token, &["collection", "create", &collection, "--bootstrap-servers", bootstrap]);
+        let own = dir.path().join(language);
+        std::fs::create_dir_all(&own).unwrap();
+        let decl = declaration(&own, QUICK);
+        server.cli_ok(
+            &token,
+            &["publisher", "register", &collection, decl.to_str().unwrap(), "--plugin", path.to_str().unwrap()],
+        );
+    }
+    block_on(produce(bootstrap, "clicks", &clicks(0, 300)));
+    // Clicks 0..99 last under 100 ms: bounces, dropped in either language.
+    for (language, _) in &components {
+        server.wait_for_rows(&token, &format!("events_{language}"), "clicks", 200);
+    }
+}
