@@ -54,9 +54,9 @@ fn run(component: &[u8], frames: &[RecordBatch]) -> RecordBatch {
     all_rows(&tables[0].frame.batches)
 }
 
-#[test]
-fn the_python_sdk_reads_and_writes_arrow_as_pyarrow_does() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-examples/python/test_sdk.py");
+/// Runs one of the SDKs' own test scripts (`guest-examples/<path>`, against pyarrow).
+fn sdk_tests(path: &str) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-examples").join(path);
     let out = std::process::Command::new("python3")
         .arg(script)
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -66,14 +66,13 @@ fn the_python_sdk_reads_and_writes_arrow_as_pyarrow_does() {
 }
 
 #[test]
+fn the_python_sdk_reads_and_writes_arrow_as_pyarrow_does() {
+    sdk_tests("python/test_sdk.py");
+}
+
+#[test]
 fn the_javascript_sdks_helpers_select_rows_as_pyarrow_does() {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-examples/js/test_sdk.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .expect("python3");
-    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    sdk_tests("js/test_sdk.py");
 }
 
 #[test]
