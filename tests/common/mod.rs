@@ -102,7 +102,8 @@ fn built_guest(
     }
     files.sort();
     for file in files {
-        file.hash(&mut hasher);
+        // Relative: clones elsewhere that share the build directory share the components.
+        file.strip_prefix(repo()).unwrap_or(&file).hash(&mut hasher);
         std::fs::read(&file).unwrap().hash(&mut hasher);
     }
     let out = guests_dir().join(language);
