@@ -9,26 +9,14 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+#[path = "support/figures.rs"]
+mod figures;
 
 use std::time::{Duration, Instant};
 
+use figures::{fmt, median};
+
 use weir::plugin::{Limits, Plugin, Runtime, RuntimeConfig};
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn fmt(d: Duration) -> String {
-    let us = d.as_secs_f64() * 1e6;
-    if us < 1000.0 {
-        format!("{us:.0} µs")
-    } else if us < 1e6 {
-        format!("{:.2} ms", us / 1e3)
-    } else {
-        format!("{:.2} s", us / 1e6)
-    }
-}
 
 struct Language {
     name: &'static str,

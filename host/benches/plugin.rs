@@ -10,19 +10,18 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+#[path = "support/figures.rs"]
+mod figures;
 
 use std::time::{Duration, Instant};
+
+use figures::{fmt, median};
 
 use arrow::array::RecordBatch;
 use arrow::buffer::Buffer;
 use arrow::ipc::reader::StreamDecoder;
 use weir::frames;
 use weir::plugin::{Limits, Runtime, RuntimeConfig};
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
 
 fn time<T>(rounds: usize, mut f: impl FnMut() -> T) -> Duration {
     median(
@@ -49,17 +48,6 @@ fn native_passthrough(frame: &[u8]) -> usize {
     let schema = decoder.schema().expect("schema");
     let output = frames::encode(&schema, &batches).expect("encode");
     frames::decode(output).expect("check").rows() as usize
-}
-
-fn fmt(d: Duration) -> String {
-    let us = d.as_secs_f64() * 1e6;
-    if us < 1000.0 {
-        format!("{us:.1} µs")
-    } else if us < 1e6 {
-        format!("{:.2} ms", us / 1e3)
-    } else {
-        format!("{:.2} s", us / 1e6)
-    }
 }
 
 fn main() {
