@@ -369,22 +369,17 @@ fn plugin_new_and_build_say_what_is_wrong() {
     assert!(text(&taken.stderr).contains("already exists and is not empty"), "{taken:?}");
 
     // A missing toolchain: the error says what to install.
-    let project = dir.path().join("py");
-    let project_arg = project.display().to_string();
-    assert!(weir(&["plugin", "new", "py", "--language", "python", "--dir", &project_arg]).status.success());
-    let no_tool = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["plugin", "build", &project_arg])
-        .env("PATH", "")
-        .output()
-        .unwrap();
-    assert!(text(&no_tool.stderr).contains("pip install componentize-py==0.25.0"), "{no_tool:?}");
-    let project = dir.path().join("js");
-    let project_arg = project.display().to_string();
-    assert!(weir(&["plugin", "new", "js", "--language", "javascript", "--dir", &project_arg]).status.success());
-    let no_node = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["plugin", "build", &project_arg])
-        .env("PATH", "")
-        .output()
-        .unwrap();
-    assert!(text(&no_node.stderr).contains("install Node.js 20 or later, with npm"), "{no_node:?}");
+    for (language, install) in
+        [("python", "pip install componentize-py==0.25.0"), ("javascript", "install Node.js 20 or later, with npm")]
+    {
+        let project = dir.path().join(language);
+        let project_arg = project.display().to_string();
+        assert!(weir(&["plugin", "new", language, "--language", language, "--dir", &project_arg]).status.success());
+        let no_tool = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["plugin", "build", &project_arg])
+            .env("PATH", "")
+            .output()
+            .unwrap();
+        assert!(text(&no_tool.stderr).contains(install), "{language}: {no_tool:?}");
+    }
 }

@@ -79,6 +79,11 @@ class HelpersMatchPyarrow(unittest.TestCase):
         self.assertEqual(ours.column_names, names[: names.index("text") + 1] + ["upper"] + names[names.index("text") + 1 :])
         self.assertEqual(ours["upper"].to_pylist(), [t.upper() if t is not None else None for t in self.table["text"].to_pylist()])
 
+    def test_a_column_of_several_pieces_is_joined(self):
+        ours = read(self.dir / "joined.arrows")
+        self.assertEqual(ours.column_names[-1], "again")
+        self.assertEqual(ours["again"].to_pylist(), self.table["text"].to_pylist())
+
     def test_numbers_and_strings(self):
         values = json.loads((self.dir / "values.json").read_text())
         # As doubles: numbers() is documented to round integers beyond 2^53 (i64 holds -2^63);

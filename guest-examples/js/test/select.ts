@@ -14,6 +14,8 @@ save('take', take(batch, spec.rows));
 save('filter', filter(batch, spec.mask));
 const texts = strings(batch.getChild(spec.strings[0])!);
 save('with', withColumn(batch, 'upper', utf8(texts.map((t) => (t === null ? null : t.toUpperCase()))), { after: spec.strings[0] }));
+// A vector of two pieces, joined into the batch's one.
+save('joined', withColumn(batch, 'again', utf8(texts.slice(0, 3)).concat(utf8(texts.slice(3)))));
 const values = {
   numbers: Object.fromEntries(spec.numbers.map((n) => [n, Array.from(numbers(batch.getChild(n)!), (v) => (Number.isNaN(v) ? null : Number.isFinite(v) ? v : String(v)))])),
   strings: Object.fromEntries(spec.strings.map((n) => [n, strings(batch.getChild(n)!)])),

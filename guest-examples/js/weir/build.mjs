@@ -14,8 +14,8 @@ const project = resolve(process.argv[2] ?? '.');
 const entry = ['app.ts', 'app.js'].map((f) => join(project, f)).find(existsSync);
 if (!entry) fail(`${project} has no app.ts or app.js`);
 const out = resolve(process.argv[3] ?? join(project, `${basename(project).replaceAll('-', '_')}.wasm`));
-// The project's own WIT when it carries one, else the SDK's.
-const wit = [join(project, 'wit'), join(sdk, 'wit'), join(sdk, '../../../wit')].find(existsSync);
+// The project's own WIT when it carries one, else this repository's.
+const wit = [join(project, 'wit'), join(sdk, '../../../wit')].find(existsSync);
 
 function fail(message) {
   console.error(`error: ${message}`);

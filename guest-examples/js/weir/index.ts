@@ -166,7 +166,8 @@ export function withColumn(
   if (vector.length !== batch.numRows) {
     throw new InvalidInput(`column \`${name}\` has ${vector.length} values, but the batch has ${batch.numRows} rows`);
   }
-  const data = vector.data.length === 1 ? vector.data[0] : makeVector(vector.toArray()).data[0];
+  // A column of a record batch is one piece: a vector of several is joined, nulls and type kept.
+  const data = vector.data.length === 1 ? vector.data[0] : vectorFromArray(Array.from(vector), vector.type).data[0];
   const field = new Field(name, vector.type, vector.nullCount > 0);
   const fields = [...batch.schema.fields];
   const children = [...batch.data.children];
@@ -271,8 +272,8 @@ function rebuild(batch: RecordBatch, fields: Field[], children: Data[]): RecordB
 
 function toVector(values: ArrayLike<unknown>, type?: DataType): Vector {
   const sample = Array.from(values).find((v) => v !== null && v !== undefined);
-  if (type === undefined || type instanceof Utf8) {
-    if (type instanceof Utf8 || typeof sample === 'string') return utf8(values as ArrayLike<string | null>);
+  if (type instanceof Utf8 || (type === undefined && typeof sample === 'string')) {
+    return utf8(values as ArrayLike<string | null>);
   }
   const inferred =
     type ?? (typeof sample === 'bigint' ? new Int64() : typeof sample === 'number' ? new Float64() : typeof sample === 'boolean' ? new Bool() : undefined);

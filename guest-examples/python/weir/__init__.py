@@ -37,9 +37,6 @@ class Slot:
         self._frames = frames
         self.frame_count = frames.count()
 
-    def __len__(self):
-        return self.frame_count
-
     def frames(self):
         """Each frame's (schema, [RecordBatch]), as it is read."""
         while (frame := self._frames.next()) is not None:

@@ -91,24 +91,18 @@ fn inline_schema(path: &Path) -> anyhow::Result<String> {
 }
 
 pub fn run_plugin(args: Remote<PluginCommand>) -> anyhow::Result<()> {
-    // The local ones first: they need no server.
-    match &args.command {
+    match args.command {
+        // These two are local: they need no server.
         PluginCommand::New { name, language, dir } => {
-            let root = super::scaffold::new(name, *language, dir.as_deref())?;
+            let root = super::scaffold::new(&name, language, dir.as_deref())?;
             println!("wrote {}: `weir plugin build {}` builds it", root.display(), root.display());
-            return Ok(());
         }
         PluginCommand::Build { dir } => {
-            let built = super::scaffold::build(dir)?;
+            let built = super::scaffold::build(&dir)?;
             println!("built {} ({}, {})", built.path.display(), weir::plugin::human_bytes(built.size), built.world);
-            return Ok(());
         }
-        PluginCommand::Push { .. } | PluginCommand::List => {}
-    }
-    let client = Client::new(&args.server)?;
-    match args.command {
-        PluginCommand::New { .. } | PluginCommand::Build { .. } => unreachable!("handled above"),
         PluginCommand::Push { file } => {
+            let client = Client::new(&args.server)?;
             let answer = push(&client, &file)?;
             client.print(&answer, |a| {
                 let how = if a["new"] == json!(true) { "uploaded" } else { "already uploaded" };
@@ -116,6 +110,7 @@ pub fn run_plugin(args: Remote<PluginCommand>) -> anyhow::Result<()> {
             });
         }
         PluginCommand::List => {
+            let client = Client::new(&args.server)?;
             client.print_list(&client.get("/v1/plugins")?, &[("plugin", "sha256"), ("bytes", "size")]);
         }
     }
