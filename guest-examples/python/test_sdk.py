@@ -51,6 +51,7 @@ def every_type():
         "span": pa.array([pa.MonthDayNano([1, 2, 3]), None] + [pa.MonthDayNano([i, -i, i * 1000]) for i in range(5)],
                          pa.month_day_nano_interval()),
         "tags": pa.array([["a", "b"], [], None, ["c"], [None, "d"], ["e"] * 3, ["f"]], pa.list_(pa.string())),
+        "pair": pa.array([[i, -i] if i != 2 else None for i in range(n)], pa.list_(pa.int32(), 2)),
         "point": pa.array([{"x": i, "y": f"p{i}"} if i != 4 else None for i in range(n)],
                           pa.struct([("x", pa.int64()), ("y", pa.string())])),
         "attrs": pa.array([[("k", 1), ("j", None)], [], None, [("a", 3)], [("b", 4)], [("c", 5)], [("d", 6)]],

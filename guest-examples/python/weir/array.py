@@ -10,8 +10,6 @@ import decimal
 import itertools
 import struct
 
-from . import types as t
-
 # memoryview/struct format of each fixed-width number, by (kind, bits, signed).
 _FORMATS = {("int", 8, True): "b", ("int", 16, True): "h", ("int", 32, True): "i", ("int", 64, True): "q",
             ("int", 8, False): "B", ("int", 16, False): "H", ("int", 32, False): "I", ("int", 64, False): "Q",
@@ -160,7 +158,7 @@ class Array:
                 items = [(e["key"], e["value"]) if e is not None else None for e in items]
             return [items[offsets[i] : offsets[i + 1]] for i in range(n)]
         if kind == "fixed_size_list":
-            size, items = dtype.bit_width, self.children[0].to_pylist()
+            size, items = dtype.list_size, self.children[0].to_pylist()
             return [items[i * size : (i + 1) * size] for i in range(n)]
         if kind == "struct":
             names = [f.name for f in dtype.fields]
@@ -232,7 +230,7 @@ class Array:
             lengths = [offsets[i + 1] - offsets[i] for i in indices]
             return made([_offsets(lengths, fmt)], [self.children[0].take(child)])
         if kind == "fixed_size_list":
-            size = dtype.bit_width
+            size = dtype.list_size
             return made(children=[self.children[0].take([i * size + j for i in indices for j in range(size)])])
         if kind == "struct":
             return made(children=[c.take(indices) for c in self.children])
@@ -318,7 +316,7 @@ def _build(values, dtype):
             items = [{"key": k, "value": v} for k, v in items]
         return made([_offsets([len(r) for r in rows], fmt)], [_build(items, dtype.fields[0].type)])
     if kind == "fixed_size_list":
-        size = dtype.bit_width
+        size = dtype.list_size
         items = [x for v in values for x in ([None] * size if v is None else v)]
         return made(children=[_build(items, dtype.fields[0].type)])
     if kind == "struct":

@@ -236,7 +236,7 @@ def _type_table(dtype):
     if k == "fixed_size_binary":
         return fb.table([("i", dtype.byte_width)])
     if k == "fixed_size_list":
-        return fb.table([("i", dtype.bit_width)])
+        return fb.table([("i", dtype.list_size)])
     if k == "map":
         return fb.table([("?", dtype.flag)])
     if k == "union":

@@ -45,7 +45,7 @@ class DataType:
         if k in ("list", "large_list"):
             return f"{k}<{self.fields[0]}>"
         if k == "fixed_size_list":
-            return f"fixed_size_list<{self.fields[0]}>[{self.bit_width}]"
+            return f"fixed_size_list<{self.fields[0]}>[{self.list_size}]"
         if k == "struct":
             return "struct<" + ", ".join(str(f) for f in self.fields) + ">"
         if k == "map":
@@ -56,6 +56,11 @@ class DataType:
         if k == "union":
             return f"{self.mode}_union<" + ", ".join(f"{f}={i}" for f, i in zip(self.fields, self.type_ids)) + ">"
         return k
+
+    @property
+    def list_size(self):
+        """Values per entry of a fixed-size list (kept in `bit_width`, which it has no other use for)."""
+        return self.bit_width
 
     @property
     def byte_width(self):
