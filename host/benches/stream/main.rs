@@ -190,6 +190,9 @@ struct Args {
     quick: bool,
     brokers: Vec<String>,
     json: bool,
+    /// `--only weir`: raw consume and weir end to end (JSON) alone, with the
+    /// stage timings: the quick loop while working on weir's speed.
+    only_weir: bool,
 }
 
 fn args() -> Args {
@@ -202,7 +205,8 @@ fn args() -> Args {
         Some("tansu") => vec!["tansu".into()],
         _ => vec!["embedded".into(), "tansu".into()],
     };
-    Args { messages, quick, brokers, json: value("--output").as_deref() == Some("json") }
+    let only_weir = value("--only").as_deref() == Some("weir");
+    Args { messages, quick, brokers, json: value("--output").as_deref() == Some("json"), only_weir }
 }
 
 fn main() {
@@ -218,6 +222,10 @@ fn main() {
             Broker::Embedded(_) => args.messages.min(dataset::EMBEDDED_CAPACITY),
             Broker::Tansu(_) => args.messages,
         };
+        if args.only_weir {
+            runs::measure_weir(&broker, messages);
+            continue;
+        }
         let figures = runs::measure(&broker, messages, args.quick);
         if !args.json {
             print_figures(&figures);

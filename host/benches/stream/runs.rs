@@ -115,6 +115,52 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
     }
 }
 
+/// Raw consume and weir end to end on the JSON dataset alone, printed as they
+/// finish: for working on weir's speed without the whole comparison.
+pub fn measure_weir(broker: &Broker, n: usize) {
+    let settings = broker.client_settings();
+    broker.create_topic("clicks", PARTITIONS);
+    eprintln!("[{}] producing {n} messages ...", broker.name());
+    let bytes = dataset::produce(&broker.bootstrap(), &settings, "clicks", n);
+    let avg = bytes as f64 / n as f64;
+    let timed = (n / BATCH).max(1) * BATCH;
+    let raw = raw_consume(broker, n);
+    let raw = Rate::new(n, raw.0, avg, raw.1);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    // The window on CLOCK_MONOTONIC, for `perf record -k CLOCK_MONOTONIC` and `perf report --time`.
+    eprintln!("weir run from {:.6}", monotonic());
+    let (weir, t, commits) = rt.block_on(weir_run(broker, &Dataset::Json, timed, PublishStage::Plugin, "weir-e2e"));
+    eprintln!("weir run until {:.6}", monotonic());
+    let weir = Rate::new(timed, weir.0, avg, weir.1);
+    for (label, r) in [("raw consume", &raw), ("weir", &weir)] {
+        println!(
+            "{label:<12} {:>10.0} msg/s {:>7.2} CPU µs/msg {:>5.2} cores (broker {:.2})",
+            r.messages_per_s,
+            r.cpu_us_per_message(),
+            r.cpu_seconds / r.seconds,
+            r.broker_cores()
+        );
+    }
+    println!(
+        "weir/raw = {:.2}; stages over {commits} batches (ms): decode {:.0}, stage {:.0}, publish {:.0} (writing the table {:.0}), plugin CPU {:.0}, commit {:.0}, log {:.0}",
+        weir.messages_per_s / raw.messages_per_s,
+        t.decode,
+        t.stage,
+        t.publish,
+        t.write,
+        t.plugin_cpu,
+        t.commit,
+        t.log
+    );
+}
+
+fn monotonic() -> f64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
 fn consumer_config(bootstrap: &str, settings: &[(&str, &str)], group: &str) -> ClientConfig {
     let mut config = ClientConfig::new();
     config
