@@ -136,7 +136,7 @@ async fn killed_over_and_over(encoding: Encoding) {
     std::fs::write(h.dir.path().join("clicks.avsc"), CLICKS_AVRO).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(20261129);
     let (mut good, mut bad) = (0usize, 0usize);
-    let points = ["before-stage", "after-stage", "during-publish", "after-catalog-commit"];
+    let points = ["after-decode", "during-publish", "after-publish", "after-catalog-commit"];
     let mut crashed_at_points = 0;
 
     for round in 0..12 {

@@ -54,6 +54,7 @@ async fn messages_rollover_closes_batches_of_that_many() {
     assert_eq!(executions.last().unwrap().rows_out, 2);
     assert_exactly_once(&h, 12);
     assert_eq!(h.catalog.offsets("events/read_clicks", "clicks").unwrap()[&0], 12);
+    assert!(!h.catalog.data_dir().join("staging").exists(), "a batch committed at its first attempt is never staged");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -237,6 +238,9 @@ async fn a_failing_plugin_is_retried_and_then_commits_once() {
     let h = Harness::new(1);
     let (mut w, failed) = failing_for_a_while(&h).await;
     assert!(failed.contains("the plugin failed: not before"), "{failed}");
+    // The failed attempt staged the batch for the retries before it said so.
+    let staged = files_under(&h.catalog.data_dir().join("staging"));
+    assert_eq!(staged.len(), 1, "{staged:?}");
     // The retries read the batch back from its staged files: every row and column.
     let e = w.next_commit().await;
     assert_eq!((e.rows_in, e.rows_out), (3, 3));
@@ -390,4 +394,14 @@ async fn flush_interval_caps_the_time_window() {
     assert_eq!((e.rollover_reason.as_str(), e.rows_out), ("time", 3));
     assert!(sent.elapsed() >= Duration::from_secs(55), "not before the ceiling");
     w.stop().await;
+}
+
+/// The files under `dir`, at any depth.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() { files.extend(files_under(&path)) } else { files.push(path) }
+    }
+    files
 }

@@ -121,6 +121,8 @@ pub struct Timings {
     /// The summed time of its decoded runs (most of them decoded while the batch
     /// filled), plus making the plugin's frames, which happens inside its call.
     pub decode: f64,
+    /// Writing the batch to its staged files, which only a failed attempt does
+    /// (its retries read them back): 0 for a batch committed at the first attempt.
     pub stage: f64,
     /// Dead letters out, then the plugin call, in wall time; the table's file
     /// is written during the call, as the plugin's output arrives.

@@ -1,7 +1,8 @@
 //! The stream worker: one per stream publisher. Its run loop reads like the
 //! pipeline: consume → buffer (which decodes each partition in runs as it
-//! fills) → rollover → finish decoding → stage → dead letters → publish (WASM)
-//! → commit table version + offsets → group offsets.
+//! fills) → rollover → finish decoding → dead letters → publish (WASM)
+//! → commit table version + offsets → group offsets. A failed attempt stages
+//! the batch on disk for its retries.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -167,11 +168,10 @@ struct PartitionRows {
 type Partitions = Vec<PartitionRows>;
 
 /// What one attempt at a batch works from.
-struct Input<'a> {
-    /// The decoded batch, for the first attempt only; a retry has `None`.
-    decoded: Option<Partitions>,
-    /// Its staged files, one per partition with rows, in partition order.
-    staged: &'a [PathBuf],
+struct Input {
+    /// Each partition's rows, in partition order: the decoded batch itself, or
+    /// for a retry after it was staged, read back from the staged files.
+    batches: Vec<Vec<RecordBatch>>,
     rows_in: u64,
     /// Milliseconds decoding the batch took, before the plugin's frames are made.
     decoding: f64,
@@ -474,7 +474,7 @@ impl Worker {
 }
 
 impl Batches {
-    /// Decodes, stages, publishes and commits one closed batch, retrying with backoff.
+    /// Decodes, publishes and commits one closed batch, retrying with backoff.
     async fn process(self: Arc<Self>, batch: ClosedBatch) -> Outcome {
         let started_at_ms = now_ms();
         let ClosedBatch { reason, ranges, partitions, messages, bytes } = batch;
@@ -484,9 +484,9 @@ impl Batches {
         let mut timings = Timings::default();
         let (partitions, dead, decoding) = finish_decoding(&self.decoder, partitions).await;
         timings.decode = ms(decoding);
-        crate::crash::point("before-stage");
+        crate::crash::point("after-decode");
         let rows_in = partitions.iter().flat_map(|p| &p.rows).map(|b| b.num_rows() as u64).sum();
-        // One staged parquet file per partition with rows, named from its offsets.
+        // Where a failed attempt stages the batch: one parquet file per partition with rows, named from its offsets.
         let p = &self.publisher;
         let staged: Vec<PathBuf> = ranges
             .iter()
@@ -494,20 +494,46 @@ impl Batches {
             .map(|r| stage::staged_file(&p.collection, &p.name, &p.source.topic, r))
             .collect();
 
-        // The first attempt takes the decoded batch and lets go of each piece once
-        // it is staged and handed to the plugin; a retry reads the staged files.
-        let mut decoded = Some(partitions);
+        // Attempts work from the decoded batch in memory. Only when one fails is the
+        // batch staged to disk, so that the backoff before the next attempt holds no
+        // memory; the retries read it back. (Kafka still has it if that fails too.)
+        let mut in_memory = Some(partitions.into_iter().map(|p| p.rows).collect::<Vec<_>>());
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let input = Input { decoded: decoded.take(), staged: &staged, rows_in, decoding: ms(decoding) };
+            let batches = match &in_memory {
+                Some(batches) => batches.clone(),
+                None => {
+                    let (dir, paths) = (self.node.catalog.data_dir().to_path_buf(), staged.clone());
+                    let read = tokio::task::spawn_blocking(move || reread_staged(&dir, &paths));
+                    match read.await.expect("reading staged files does not panic") {
+                        Ok(batches) => batches,
+                        // Its files went: Kafka still has the batch.
+                        Err(e) => {
+                            let reason = format!("a retry could not read the staged batch back: {e:#}");
+                            return Outcome::Reread { ranges, reason };
+                        }
+                    }
+                }
+            };
+            let input = Input { batches, rows_in, decoding: ms(decoding) };
             match self.attempt(reason, &ranges, input, &dead, started_at_ms, &mut timings).await {
-                Ok(Attempt::Committed(execution, staged)) => return Outcome::Committed { execution, staged },
+                Ok(Attempt::Committed(execution)) => return Outcome::Committed { execution, staged },
                 Ok(Attempt::Reread(reason)) => return Outcome::Reread { ranges, reason },
                 Err(failure) => {
                     let error = format!("{:#}", failure.error);
                     tracing::warn!(publisher = %self.id, attempt, error = %error, "batch attempt failed");
                     let last = attempt >= self.options.max_attempts;
+                    if !last && let Some(batches) = in_memory.take() {
+                        match self.stage(&staged, batches).await {
+                            Ok(took) => timings.stage = ms(took),
+                            // The retries work from memory instead.
+                            Err((e, batches)) => {
+                                tracing::warn!(publisher = %self.id, error = %format!("{e:#}"), "staging the batch for its retry failed; it stays in memory");
+                                in_memory = Some(batches);
+                            }
+                        }
+                    }
                     let backoff = self
                         .options
                         .first_backoff
@@ -550,12 +576,36 @@ impl Batches {
         }
     }
 
+    /// Writes a failed attempt's batch to its staged files (one per partition, on
+    /// the blocking pool); on failure, gives the batch back.
+    async fn stage(
+        &self,
+        paths: &[PathBuf],
+        batches: Vec<Vec<RecordBatch>>,
+    ) -> Result<Duration, (anyhow::Error, Vec<Vec<RecordBatch>>)> {
+        let (dir, paths, schema) =
+            (self.node.catalog.data_dir().to_path_buf(), paths.to_vec(), self.decoder.output_schema().clone());
+        tokio::task::spawn_blocking(move || {
+            let t = Instant::now();
+            let written: anyhow::Result<()> = paths
+                .iter()
+                .zip(&batches)
+                .try_for_each(|(path, rows)| stage::write_parquet(&dir.join(path), &schema, rows, stage::Kind::Staged));
+            match written {
+                Ok(()) => Ok(t.elapsed()),
+                Err(e) => Err((e, batches)),
+            }
+        })
+        .await
+        .expect("staging does not panic")
+    }
+
     #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
         reason: RolloverReason,
         ranges: &[PartitionRange],
-        input: Input<'_>,
+        input: Input,
         dead: &[DeadLetter],
         started_at_ms: i64,
         timings: &mut Timings,
@@ -564,44 +614,13 @@ impl Batches {
         let data_dir = self.node.catalog.data_dir().to_path_buf();
         let schema = self.decoder.output_schema().clone();
         let native = self.options.publish == PublishStage::NativeIdentity;
-        let Input { decoded, staged, rows_in, decoding } = input;
-
-        // Stage: the first attempt writes each partition's parquet file on the blocking
-        // pool while the plugin runs on the same batch, one frame per file, made as the
-        // plugin reads it; each partition's rows go once both are done with them. A
-        // retry reads the files back.
-        let (batches, staging) = match decoded {
-            Some(partitions) => {
-                let batches: Vec<Vec<RecordBatch>> = partitions.into_iter().map(|p| p.rows).collect();
-                let (dir, paths, schema, rows) = (data_dir.clone(), staged.to_vec(), schema.clone(), batches.clone());
-                let staging = tokio::task::spawn_blocking(move || -> anyhow::Result<Duration> {
-                    let t = Instant::now();
-                    for (path, batches) in paths.iter().zip(rows) {
-                        stage::write_parquet(&dir.join(path), &schema, &batches, stage::Kind::Staged)?;
-                    }
-                    Ok(t.elapsed())
-                });
-                (batches, Some(staging))
-            }
-            None => {
-                let (dir, paths) = (data_dir.clone(), staged.to_vec());
-                let read = tokio::task::spawn_blocking(move || reread_staged(&dir, &paths));
-                match read.await.expect("reading staged files does not panic") {
-                    Ok(batches) => (batches, None),
-                    // Staging failed, or its files went: Kafka still has the batch.
-                    Err(e) => {
-                        return Ok(Attempt::Reread(format!("a retry could not read the staged batch back: {e:#}")));
-                    }
-                }
-            }
-        };
+        let Input { batches, rows_in, decoding } = input;
         (timings.plugin_cpu, timings.write) = (0.0, 0.0); // this attempt's call only
         // Making the plugin's frames, inside its call, counts as decoding, not publishing.
         let mut framing = 0.0;
 
-        // Dead letters, then the plugin, while staging runs; staging is always awaited,
-        // so a retry never races a write still in flight. The plugin's output is
-        // written to the table's file as the plugin makes it.
+        // Dead letters, then the plugin. The plugin's output is written to the
+        // table's file as the plugin makes it.
         let t = Instant::now();
         let table = p.output_table();
         let sink = stage::TableSink::new(&data_dir, stage::table_file(&p.collection, &table, &p.source.topic, ranges));
@@ -617,7 +636,7 @@ impl Batches {
             };
             // Publish: array mode, slot 0 = this batch's frames. Skipped when every message was a dead letter.
             crate::crash::soon("during-publish", Duration::from_micros(200));
-            if staged.is_empty() {
+            if batches.is_empty() {
                 return Ok((None, PluginLog::default(), stored_dead));
             }
             if native {
@@ -647,15 +666,8 @@ impl Batches {
         }
         .await;
         (timings.publish, timings.decode) = (ms(t.elapsed()) - framing, decoding + framing);
-        let staged_in = match staging {
-            Some(staging) => Some(staging.await.expect("staging does not panic")),
-            None => None,
-        };
         let (output, log, stored_dead) = published?;
-        if let Some(staged_in) = staged_in {
-            timings.stage = ms(staged_in.map_err(Failure::host)?);
-        }
-        crate::crash::point("after-stage");
+        crate::crash::point("after-publish");
 
         // Commit: the table version and the offsets, in one catalog transaction (on the blocking pool: it syncs to disk).
         let t = Instant::now();
@@ -734,7 +746,7 @@ impl Batches {
 
         // Kafka's group offsets follow, only so lag tools see progress.
         self.commit_group_offsets(ranges);
-        Ok(Attempt::Committed(execution, staged.to_vec()))
+        Ok(Attempt::Committed(execution))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -815,7 +827,7 @@ impl Worker {
 }
 
 enum Attempt {
-    Committed(Execution, Vec<PathBuf>),
+    Committed(Execution),
     Reread(String),
 }
 
