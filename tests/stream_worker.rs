@@ -58,6 +58,40 @@ async fn messages_rollover_closes_batches_of_that_many() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_batch_is_processed_while_the_one_before_commits_and_commits_after_it() {
+    let h = Harness::new(1);
+    // Already in the topic: each batch of 5 closes as soon as the one before it.
+    h.produce("clicks", &clicks(0, 60)).await;
+    let mut w = h.start(
+        h.publisher("read-clicks", json!({"kafka.messages_rollover": 5, "kafka.time_rollover_seconds": 600}), None),
+        WorkerOptions::default(),
+    );
+    let (mut open, mut most_open, mut commits) = (0, 0, Vec::new());
+    while commits.len() < 12 {
+        let event = w.next_matching(|e| match e {
+            WorkerEvent::Closed { .. } | WorkerEvent::Committed(_) | WorkerEvent::Dropped { .. } => Some(e.clone()),
+            _ => None,
+        });
+        match event.await {
+            WorkerEvent::Closed { .. } => {
+                open += 1;
+                most_open = most_open.max(open);
+            }
+            WorkerEvent::Committed(e) => {
+                open -= 1;
+                commits.push(e);
+            }
+            dropped => panic!("no batch conflicts with the one before it: {dropped:?}"),
+        }
+    }
+    w.stop().await;
+    assert_eq!(most_open, 2, "a second batch is processed while the first is in flight, never a third");
+    let starts: Vec<i64> = commits.iter().map(|e| e.offsets[0].first).collect();
+    assert_eq!(starts, (0..12).map(|i| i * 5).collect::<Vec<_>>(), "committed in offset order");
+    assert_exactly_once(&h, 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn size_rollover_counts_buffered_bytes() {
     let h = Harness::new(1);
     let values = clicks(0, 40);

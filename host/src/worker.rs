@@ -354,7 +354,7 @@ impl Worker {
                             return None;
                         }
                         let batch = buffer.close(RolloverReason::Shutdown);
-                        let outcome = self.batches.clone().process(batch, None, oneshot::channel().0).await;
+                        let outcome = self.batches.clone().process(batch, None).await;
                         self.settle(outcome, &mut buffer)
                     };
                     match tokio::time::timeout(deadline, finish).await {
@@ -449,9 +449,14 @@ impl Worker {
                     self.next.insert(r.partition, Some(r.last + 1));
                 }
                 // It commits only once the batch before it is done: commits go in offset order.
-                let (done, turn) = oneshot::channel();
+                let (done, turn) = oneshot::channel::<()>();
                 let prior = in_flight.back_mut().and_then(|f| f.turn.take());
-                let task = tokio::spawn(self.batches.clone().process(batch, prior, done));
+                let batches = self.batches.clone();
+                // `done` goes when the task ends, however it ends (aborted too).
+                let task = tokio::spawn(async move {
+                    let _done = done;
+                    batches.process(batch, prior).await
+                });
                 in_flight.push_back(InFlight { task, turn: Some(turn) });
             }
         }
@@ -503,15 +508,8 @@ impl Worker {
 
 impl Batches {
     /// Decodes, publishes and commits one closed batch, retrying with backoff.
-    /// It commits only once `prior` (the batch before it, still in flight) is
-    /// done; dropping `done` when it ends tells the batch after it.
-    async fn process(
-        self: Arc<Self>,
-        batch: ClosedBatch,
-        mut prior: Option<oneshot::Receiver<()>>,
-        done: oneshot::Sender<()>,
-    ) -> Outcome {
-        let _done = done;
+    /// It commits only once `prior` (the batch before it, still in flight) is done.
+    async fn process(self: Arc<Self>, batch: ClosedBatch, mut prior: Option<oneshot::Receiver<()>>) -> Outcome {
         let started_at_ms = now_ms();
         let ClosedBatch { reason, ranges, partitions, messages, bytes } = batch;
         self.emit(WorkerEvent::Closed { reason, messages: messages as usize, bytes });
