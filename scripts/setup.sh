@@ -14,9 +14,9 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
 fi
 
 # rdkafka builds the librdkafka it vendors with these (TLS and SCRAM need OpenSSL);
-# stunnel puts TLS in front of a test broker.
+# stunnel puts TLS in front of a test broker; PostgreSQL is the cluster tests' shared catalog.
 missing=()
-for pkg in build-essential libssl-dev zlib1g-dev pkg-config stunnel4; do
+for pkg in build-essential libssl-dev zlib1g-dev pkg-config stunnel4 postgresql; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -657,3 +657,51 @@ fn python_and_typescript_publishers_are_pushed_to_a_server_and_run_there() {
         server.wait_for_rows(&token, &format!("events_{language}"), "clicks", 200);
     }
 }
+
+/// `weir serve --catalog postgres://…`: the same server on a PostgreSQL
+/// catalog (a throwaway server): it commits there, not to SQLite, and after
+/// a kill -9 resumes from there with every message once.
+#[test]
+fn a_server_on_a_postgresql_catalog_commits_there_and_resumes_from_it() {
+    let postgres = common::postgres::Postgres::shared();
+    let url = postgres.database("serve_catalog");
+    let broker = broker();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let key = dir.path().join("weir.key");
+
+    // Without a key file every node can share, it refuses to start, saying what to do.
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--catalog", &url, "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("--secret-key-file"), "{stderr}");
+
+    std::fs::write(&key, "7f".repeat(32)).unwrap();
+    let args = ["--catalog", url.as_str(), "--secret-key-file", key.to_str().unwrap()];
+    let server = Server::start_with(&data, &args);
+    let bootstrap = broker.bootstrap_servers();
+    let token = registered(&server, dir.path(), bootstrap);
+    block_on(produce(bootstrap, "clicks", &clicks(0, 200)));
+    server.wait_for_rows(&token, "events", "clicks", 200);
+    assert!(!data.join("catalog.db").exists(), "no SQLite catalog beside the PostgreSQL one");
+    // Read independently, in PostgreSQL itself.
+    let committed = |sql: &str| postgres.sql("serve_catalog", sql);
+    assert_eq!(committed("SELECT SUM(next_offset) FROM source_offsets"), "200");
+    assert_eq!(committed("SELECT name FROM publishers"), "read_clicks");
+
+    server.kill();
+    block_on(produce(bootstrap, "clicks", &clicks(200, 200)));
+    let server = Server::start_with(&data, &args);
+    server.wait_for_rows(&token, "events", "clicks", 400);
+    assert_eq!(committed("SELECT SUM(next_offset) FROM source_offsets"), "400");
+    let export = dir.path().join("all.parquet");
+    server.cli_ok(&token, &["table", "export", "events/clicks", "-o", export.to_str().unwrap()]);
+    let mut ids = event_ids(&export);
+    ids.sort();
+    let mut expected: Vec<String> = (0..400).map(|i| format!("evt-{i}")).collect();
+    expected.sort();
+    assert_eq!(ids, expected, "every message exactly once");
+}

@@ -1,6 +1,9 @@
 //! The catalog: tables and their versions, the source offsets that produced
 //! them, executions and stored dead letters. The embedded default is SQLite
-//! (WAL) in the data directory; parquet files sit beside it.
+//! (WAL) in the data directory, parquet files beside it; several nodes share
+//! one on PostgreSQL (`weir serve --catalog postgres://…`). The same
+//! statements run on both (see [`db`]); `tests/catalog.rs` holds both to one
+//! contract.
 //!
 //! The catalog's offsets are the source of truth for where each partition
 //! resumes. A table version and the offsets past its input are written in one
@@ -10,10 +13,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::RwLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use crate::formats::DeadLetter;
@@ -21,14 +23,16 @@ use crate::secrets::{Keyring, SecretError, default_key_file};
 use crate::tables::evolve::evolve;
 
 mod control;
+mod db;
 mod sealed;
 pub use control::{Collection, PluginModule, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
+use db::{Db, Migration, Sql, Value, args};
 pub use sealed::Rotation;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
-    #[error("catalog database: {0}")]
-    Sql(#[from] rusqlite::Error),
+    #[error("catalog database: {message}")]
+    Sql { message: String, unique_violation: bool },
     #[error("catalog directory {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     /// Another worker committed this partition since the batch started: the
@@ -206,60 +210,116 @@ pub struct BatchCommit<'a> {
     pub dead_letters: &'a [DeadLetter],
 }
 
-const MIGRATIONS: &[&str] = &[
+/// The catalog's schema, one step at a time, in each database's DDL. A step
+/// is never changed once released: a change is a new step.
+const MIGRATIONS: &[Migration] = &[
     // 1: the stream worker's tables.
-    "CREATE TABLE tables (
-        id INTEGER PRIMARY KEY,
-        collection TEXT NOT NULL,
-        name TEXT NOT NULL,
-        UNIQUE (collection, name)
-     );
-     CREATE TABLE table_versions (
-        table_id INTEGER NOT NULL REFERENCES tables(id),
-        version INTEGER NOT NULL,
-        rows INTEGER NOT NULL,
-        files TEXT NOT NULL,
-        execution_id INTEGER NOT NULL REFERENCES executions(id),
-        created_at_ms INTEGER NOT NULL,
-        PRIMARY KEY (table_id, version)
-     );
-     CREATE TABLE source_offsets (
-        publisher TEXT NOT NULL,
-        topic TEXT NOT NULL,
-        partition INTEGER NOT NULL,
-        next_offset INTEGER NOT NULL,
-        PRIMARY KEY (publisher, topic, partition)
-     );
-     CREATE TABLE executions (
-        id INTEGER PRIMARY KEY,
-        publisher TEXT NOT NULL,
-        status TEXT NOT NULL,
-        rollover_reason TEXT NOT NULL,
-        rows_in INTEGER NOT NULL,
-        rows_out INTEGER NOT NULL,
-        dead_letters INTEGER NOT NULL,
-        offsets TEXT NOT NULL,
-        table_version INTEGER,
-        started_at_ms INTEGER NOT NULL,
-        timings TEXT NOT NULL,
-        plugin_log TEXT NOT NULL,
-        error TEXT
-     );
-     CREATE INDEX executions_by_publisher ON executions (publisher, id);
-     CREATE TABLE dead_letters (
-        collection TEXT NOT NULL,
-        publisher TEXT NOT NULL,
-        topic TEXT NOT NULL,
-        partition INTEGER NOT NULL,
-        offset INTEGER NOT NULL,
-        timestamp_ms INTEGER,
-        key BLOB,
-        value BLOB,
-        headers TEXT NOT NULL,
-        error TEXT NOT NULL,
-        execution_id INTEGER NOT NULL,
-        PRIMARY KEY (publisher, topic, partition, offset)
-     );",
+    Migration {
+        sqlite: "CREATE TABLE tables (
+            id INTEGER PRIMARY KEY,
+            collection TEXT NOT NULL,
+            name TEXT NOT NULL,
+            UNIQUE (collection, name)
+         );
+         CREATE TABLE table_versions (
+            table_id INTEGER NOT NULL REFERENCES tables(id),
+            version INTEGER NOT NULL,
+            rows INTEGER NOT NULL,
+            files TEXT NOT NULL,
+            execution_id INTEGER NOT NULL REFERENCES executions(id),
+            created_at_ms INTEGER NOT NULL,
+            PRIMARY KEY (table_id, version)
+         );
+         CREATE TABLE source_offsets (
+            publisher TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            partition INTEGER NOT NULL,
+            next_offset INTEGER NOT NULL,
+            PRIMARY KEY (publisher, topic, partition)
+         );
+         CREATE TABLE executions (
+            id INTEGER PRIMARY KEY,
+            publisher TEXT NOT NULL,
+            status TEXT NOT NULL,
+            rollover_reason TEXT NOT NULL,
+            rows_in INTEGER NOT NULL,
+            rows_out INTEGER NOT NULL,
+            dead_letters INTEGER NOT NULL,
+            offsets TEXT NOT NULL,
+            table_version INTEGER,
+            started_at_ms INTEGER NOT NULL,
+            timings TEXT NOT NULL,
+            plugin_log TEXT NOT NULL,
+            error TEXT
+         );
+         CREATE INDEX executions_by_publisher ON executions (publisher, id);
+         CREATE TABLE dead_letters (
+            collection TEXT NOT NULL,
+            publisher TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            partition INTEGER NOT NULL,
+            offset INTEGER NOT NULL,
+            timestamp_ms INTEGER,
+            key BLOB,
+            value BLOB,
+            headers TEXT NOT NULL,
+            error TEXT NOT NULL,
+            execution_id INTEGER NOT NULL,
+            PRIMARY KEY (publisher, topic, partition, offset)
+         );",
+        postgres: "CREATE TABLE tables (
+            id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+            collection TEXT NOT NULL,
+            name TEXT NOT NULL,
+            UNIQUE (collection, name)
+         );
+         CREATE TABLE executions (
+            id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+            publisher TEXT NOT NULL,
+            status TEXT NOT NULL,
+            rollover_reason TEXT NOT NULL,
+            rows_in BIGINT NOT NULL,
+            rows_out BIGINT NOT NULL,
+            dead_letters BIGINT NOT NULL,
+            offsets TEXT NOT NULL,
+            table_version BIGINT,
+            started_at_ms BIGINT NOT NULL,
+            timings TEXT NOT NULL,
+            plugin_log TEXT NOT NULL,
+            error TEXT
+         );
+         CREATE INDEX executions_by_publisher ON executions (publisher, id);
+         CREATE TABLE table_versions (
+            table_id BIGINT NOT NULL REFERENCES tables(id),
+            version BIGINT NOT NULL,
+            rows BIGINT NOT NULL,
+            files TEXT NOT NULL,
+            execution_id BIGINT NOT NULL REFERENCES executions(id),
+            created_at_ms BIGINT NOT NULL,
+            PRIMARY KEY (table_id, version)
+         );
+         CREATE TABLE source_offsets (
+            publisher TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            partition BIGINT NOT NULL,
+            next_offset BIGINT NOT NULL,
+            PRIMARY KEY (publisher, topic, partition)
+         );
+         CREATE TABLE dead_letters (
+            collection TEXT NOT NULL,
+            publisher TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            partition BIGINT NOT NULL,
+            \"offset\" BIGINT NOT NULL,
+            timestamp_ms BIGINT,
+            key BYTEA,
+            value BYTEA,
+            headers TEXT NOT NULL,
+            error TEXT NOT NULL,
+            execution_id BIGINT NOT NULL,
+            PRIMARY KEY (publisher, topic, partition, \"offset\")
+         );",
+    },
     // 2: the control plane's tenants, collections, plugins and publishers.
     control::MIGRATION,
     // 3: what each table's Delta log is made from: the table's id (given at its
@@ -267,35 +327,46 @@ const MIGRATIONS: &[&str] = &[
     // transaction ids and the files it removes (compacting); a version that
     // compacts has no execution. Files become objects (path, size, rows, stats);
     // a plain path from before is read as one.
-    "ALTER TABLE tables ADD COLUMN delta_id TEXT;
-     ALTER TABLE tables ADD COLUMN created_at_ms INTEGER;
-     UPDATE tables SET created_at_ms =
-        COALESCE((SELECT MIN(created_at_ms) FROM table_versions v WHERE v.table_id = tables.id), 0);
-     CREATE TABLE table_versions_3 (
-        table_id INTEGER NOT NULL REFERENCES tables(id),
-        version INTEGER NOT NULL,
-        rows INTEGER NOT NULL,
-        files TEXT NOT NULL,
-        execution_id INTEGER REFERENCES executions(id),
-        created_at_ms INTEGER NOT NULL,
-        schema TEXT,
-        txns TEXT NOT NULL DEFAULT '[]',
-        removed TEXT NOT NULL DEFAULT '[]',
-        PRIMARY KEY (table_id, version)
-     );
-     INSERT INTO table_versions_3 (table_id, version, rows, files, execution_id, created_at_ms)
-        SELECT table_id, version, rows, files, execution_id, created_at_ms FROM table_versions;
-     DROP TABLE table_versions;
-     ALTER TABLE table_versions_3 RENAME TO table_versions;",
+    Migration {
+        sqlite: "ALTER TABLE tables ADD COLUMN delta_id TEXT;
+         ALTER TABLE tables ADD COLUMN created_at_ms INTEGER;
+         UPDATE tables SET created_at_ms =
+            COALESCE((SELECT MIN(created_at_ms) FROM table_versions v WHERE v.table_id = tables.id), 0);
+         CREATE TABLE table_versions_3 (
+            table_id INTEGER NOT NULL REFERENCES tables(id),
+            version INTEGER NOT NULL,
+            rows INTEGER NOT NULL,
+            files TEXT NOT NULL,
+            execution_id INTEGER REFERENCES executions(id),
+            created_at_ms INTEGER NOT NULL,
+            schema TEXT,
+            txns TEXT NOT NULL DEFAULT '[]',
+            removed TEXT NOT NULL DEFAULT '[]',
+            PRIMARY KEY (table_id, version)
+         );
+         INSERT INTO table_versions_3 (table_id, version, rows, files, execution_id, created_at_ms)
+            SELECT table_id, version, rows, files, execution_id, created_at_ms FROM table_versions;
+         DROP TABLE table_versions;
+         ALTER TABLE table_versions_3 RENAME TO table_versions;",
+        postgres: "ALTER TABLE tables ADD COLUMN delta_id TEXT;
+         ALTER TABLE tables ADD COLUMN created_at_ms BIGINT;
+         UPDATE tables SET created_at_ms =
+            COALESCE((SELECT MIN(v.created_at_ms) FROM table_versions v WHERE v.table_id = tables.id), 0);
+         ALTER TABLE table_versions
+            ALTER COLUMN execution_id DROP NOT NULL,
+            ADD COLUMN schema TEXT,
+            ADD COLUMN txns TEXT NOT NULL DEFAULT '[]',
+            ADD COLUMN removed TEXT NOT NULL DEFAULT '[]';",
+    },
     // 4: a token's lifecycle: a public id (the start of its hash), when it was
     // last used, when it expires, when it was revoked.
     control::TOKENS_MIGRATION,
 ];
 
 pub struct Catalog {
-    conn: Mutex<Connection>,
+    db: Db,
     data_dir: PathBuf,
-    /// The key connections are sealed under; taken after `conn` where both are.
+    /// The key connections are sealed under; taken after the database where both are.
     secrets: RwLock<Keyring>,
 }
 
@@ -311,22 +382,34 @@ impl Catalog {
         Self::open_with_key(data_dir, keyring)
     }
 
-    /// Opens the catalog with connections sealed under `keyring`'s key: any
-    /// stored in clear by an earlier weir are sealed now, and a key rotation
-    /// cut short is finished.
+    /// Opens the SQLite catalog in `data_dir` with connections sealed under
+    /// `keyring`'s key: any stored in clear by an earlier weir are sealed now,
+    /// and a key rotation cut short is finished.
     pub fn open_with_key(data_dir: &Path, keyring: Keyring) -> Result<Self, CatalogError> {
+        Self::open_at(None, data_dir, keyring)
+    }
+
+    /// Opens the catalog at `url` (`postgres://USER@HOST/DB`: a PostgreSQL
+    /// server several nodes share), or, with none, SQLite in `data_dir`.
+    pub fn open_at(url: Option<&str>, data_dir: &Path, keyring: Keyring) -> Result<Self, CatalogError> {
         std::fs::create_dir_all(data_dir)
             .map_err(|source| CatalogError::Io { path: data_dir.to_path_buf(), source })?;
-        let conn = Connection::open(data_dir.join("catalog.db"))?;
-        conn.busy_timeout(Duration::from_secs(30))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        // FULL: a commit is on disk before we tell Kafka, whatever happens to the machine.
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        // What is deleted or overwritten is zeroed, not left in free pages.
-        conn.pragma_update(None, "secure_delete", "ON")?;
-        migrate(&conn)?;
-        let catalog = Self { conn: Mutex::new(conn), data_dir: data_dir.to_path_buf(), secrets: RwLock::new(keyring) };
+        let db = match url {
+            None => db::open_sqlite(&data_dir.join("catalog.db"), MIGRATIONS)?,
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                db::postgres::open(url, MIGRATIONS)?
+            }
+            Some(url) => {
+                return Err(CatalogError::Sql {
+                    message: format!(
+                        "`{url}` is not a catalog weir can open: give a PostgreSQL URL (postgres://USER@HOST:PORT/DB), \
+                         or none for SQLite in the data directory"
+                    ),
+                    unique_violation: false,
+                });
+            }
+        };
+        let catalog = Self { db, data_dir: data_dir.to_path_buf(), secrets: RwLock::new(keyring) };
         catalog.reseal()?;
         Ok(catalog)
     }
@@ -335,115 +418,99 @@ impl Catalog {
         &self.data_dir
     }
 
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    /// Which database holds it: `SQLite` or `PostgreSQL`.
+    pub fn database(&self) -> &'static str {
+        self.db.kind()
     }
 
     /// Where each partition of `topic` resumes for `publisher`.
     pub fn offsets(&self, publisher: &str, topic: &str) -> Result<BTreeMap<i32, i64>, CatalogError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached("SELECT partition, next_offset FROM source_offsets WHERE publisher = ?1 AND topic = ?2")?;
-        let rows = stmt.query_map(params![publisher, topic], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let rows = self.db.run(|sql| {
+            sql.query(
+                "SELECT partition, next_offset FROM source_offsets WHERE publisher = ?1 AND topic = ?2",
+                args![publisher, topic],
+            )
+        })?;
+        rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?))).collect()
     }
 
     /// Commits a batch: its execution, its table version, its dead letters and
     /// the offsets past it, in one transaction, or nothing. Returns the
     /// execution's id and the new version's number.
     pub fn commit(&self, batch: &BatchCommit<'_>) -> Result<(i64, Option<i64>), CatalogError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        for range in batch.ranges {
-            let found: Option<i64> = tx
-                .query_row(
-                    "SELECT next_offset FROM source_offsets WHERE publisher = ?1 AND topic = ?2 AND partition = ?3",
-                    params![batch.publisher, batch.topic, range.partition],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if let Some(next) = found.filter(|next| range.first < *next) {
-                return Err(CatalogError::OverlapsCommitted {
-                    topic: batch.topic.to_string(),
-                    partition: range.partition,
-                    first: range.first,
-                    next,
-                });
+        self.db.transaction(|tx| {
+            for range in batch.ranges {
+                advance(tx, batch, range)?;
             }
-            if found != range.expected {
-                return Err(CatalogError::ConflictingOffsets {
-                    topic: batch.topic.to_string(),
-                    partition: range.partition,
-                    expected: range.expected,
-                    found,
-                });
+            let execution_id = insert_execution(tx, batch.execution)?;
+            let mut version_number = None;
+            if let Some(version) = &batch.version {
+                tx.execute(
+                    "INSERT INTO tables (collection, name, delta_id, created_at_ms) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (collection, name) DO NOTHING",
+                    args![batch.collection, &version.table, new_uuid(), now_ms()],
+                )?;
+                let table_id: i64 = tx
+                    .query_one(
+                        "SELECT id FROM tables WHERE collection = ?1 AND name = ?2",
+                        args![batch.collection, &version.table],
+                    )?
+                    .get(0)?;
+                let next: i64 = tx
+                    .query_one(
+                        "SELECT COALESCE(MAX(version), 0) + 1 FROM table_versions WHERE table_id = ?1",
+                        args![table_id],
+                    )?
+                    .get(0)?;
+                // The batch's columns against the table's, in the same transaction, so two
+                // workers can never each add a column the other's version drops (the second
+                // to insert version `next` fails on the table's primary key).
+                let current: Option<String> = tx
+                    .query_opt(
+                        "SELECT schema FROM table_versions WHERE table_id = ?1 AND schema IS NOT NULL
+                         ORDER BY version DESC LIMIT 1",
+                        args![table_id],
+                    )?
+                    .map(|r| r.get(0))
+                    .transpose()?;
+                let current = current.and_then(|s| serde_json::from_str(&s).ok());
+                let name = format!(
+                    "{}/{}",
+                    batch.collection.split_once('/').map_or(batch.collection, |(_, c)| c),
+                    version.table
+                );
+                let schema = evolve(&name, current.as_ref(), &version.schema)?;
+                tx.execute(
+                    "INSERT INTO table_versions (table_id, version, rows, files, execution_id, created_at_ms, schema, txns)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    args![
+                        table_id,
+                        next,
+                        version.rows as i64,
+                        serde_json::to_string(&version.files).expect("json"),
+                        execution_id,
+                        now_ms(),
+                        schema.map(|s| s.to_string()),
+                        serde_json::to_string(&version.txns).expect("json")
+                    ],
+                )?;
+                tx.execute("UPDATE executions SET table_version = ?1 WHERE id = ?2", args![next, execution_id])?;
+                version_number = Some(next);
             }
-            tx.execute(
-                "INSERT INTO source_offsets (publisher, topic, partition, next_offset) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (publisher, topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
-                params![batch.publisher, batch.topic, range.partition, range.last + 1],
-            )?;
-        }
-        let execution_id = insert_execution(&tx, batch.execution)?;
-        let mut version_number = None;
-        if let Some(version) = &batch.version {
-            tx.execute(
-                "INSERT OR IGNORE INTO tables (collection, name, delta_id, created_at_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![batch.collection, version.table, new_uuid(), now_ms()],
-            )?;
-            let table_id: i64 = tx.query_row(
-                "SELECT id FROM tables WHERE collection = ?1 AND name = ?2",
-                params![batch.collection, version.table],
-                |r| r.get(0),
-            )?;
-            let next: i64 = tx.query_row(
-                "SELECT COALESCE(MAX(version), 0) + 1 FROM table_versions WHERE table_id = ?1",
-                [table_id],
-                |r| r.get(0),
-            )?;
-            // The batch's columns against the table's, in the same transaction, so two
-            // workers can never each add a column the other's version drops.
-            let current: Option<String> = tx
-                .query_row(
-                    "SELECT schema FROM table_versions WHERE table_id = ?1 AND schema IS NOT NULL ORDER BY version DESC LIMIT 1",
-                    [table_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let current = current.and_then(|s| serde_json::from_str(&s).ok());
-            let name =
-                format!("{}/{}", batch.collection.split_once('/').map_or(batch.collection, |(_, c)| c), version.table);
-            let schema = evolve(&name, current.as_ref(), &version.schema)?;
-            tx.execute(
-                "INSERT INTO table_versions (table_id, version, rows, files, execution_id, created_at_ms, schema, txns)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    table_id,
-                    next,
-                    version.rows as i64,
-                    serde_json::to_string(&version.files).expect("json"),
-                    execution_id,
-                    now_ms(),
-                    schema.map(|s| s.to_string()),
-                    serde_json::to_string(&version.txns).expect("json")
-                ],
-            )?;
-            tx.execute("UPDATE executions SET table_version = ?1 WHERE id = ?2", params![next, execution_id])?;
-            version_number = Some(next);
-        }
-        for dead in batch.dead_letters {
-            let m = &dead.message;
-            tx.execute(
-                "INSERT INTO dead_letters (collection, publisher, topic, partition, offset, timestamp_ms, key, value, headers, error, execution_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    batch.collection, batch.publisher, batch.topic, m.partition, m.offset, m.timestamp, m.key(), m.payload(),
-                    serde_json::to_string(&m.headers).expect("json"), dead.error, execution_id
-                ],
-            )?;
-        }
-        tx.commit()?;
-        Ok((execution_id, version_number))
+            for dead in batch.dead_letters {
+                let m = &dead.message;
+                tx.execute(
+                    "INSERT INTO dead_letters (collection, publisher, topic, partition, \"offset\", timestamp_ms, key, value,
+                                               headers, error, execution_id)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    args![
+                        batch.collection, batch.publisher, batch.topic, m.partition, m.offset, m.timestamp, m.key(),
+                        m.payload(), serde_json::to_string(&m.headers).expect("json"), &dead.error, execution_id
+                    ],
+                )?;
+            }
+            Ok((execution_id, version_number))
+        })
     }
 
     /// Commits a version that replaces `removed` (live files of the table) by
@@ -456,57 +523,55 @@ impl Catalog {
         added: &[DataFile],
         removed: &[DataFile],
     ) -> Result<i64, CatalogError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let table_id: i64 = tx.query_row(
-            "SELECT id FROM tables WHERE collection = ?1 AND name = ?2",
-            params![collection, table],
-            |r| r.get(0),
-        )?;
-        let mut gone = std::collections::HashSet::new();
-        let mut stmt = tx.prepare("SELECT removed FROM table_versions WHERE table_id = ?1 AND removed != '[]'")?;
-        for text in stmt.query_map([table_id], |r| r.get::<_, String>(0))? {
-            let files: Vec<DataFile> = serde_json::from_str(&text?).unwrap_or_default();
-            gone.extend(files.into_iter().map(|f| f.path));
-        }
-        drop(stmt);
-        if let Some(file) = removed.iter().find(|f| gone.contains(&f.path)) {
-            return Err(CatalogError::Exists(format!("a compaction of {}", file.path)));
-        }
-        let next: i64 = tx.query_row(
-            "SELECT COALESCE(MAX(version), 0) + 1 FROM table_versions WHERE table_id = ?1",
-            [table_id],
-            |r| r.get(0),
-        )?;
-        tx.execute(
-            "INSERT INTO table_versions (table_id, version, rows, files, execution_id, created_at_ms, removed)
-             VALUES (?1, ?2, 0, ?3, NULL, ?4, ?5)",
-            params![
-                table_id,
-                next,
-                serde_json::to_string(added).expect("json"),
-                now_ms(),
-                serde_json::to_string(removed).expect("json")
-            ],
-        )?;
-        tx.commit()?;
-        Ok(next)
+        self.db.transaction(|tx| {
+            let table_id: i64 = tx
+                .query_one("SELECT id FROM tables WHERE collection = ?1 AND name = ?2", args![collection, table])?
+                .get(0)?;
+            let mut gone = std::collections::HashSet::new();
+            for row in
+                tx.query("SELECT removed FROM table_versions WHERE table_id = ?1 AND removed != '[]'", args![table_id])?
+            {
+                let files: Vec<DataFile> = serde_json::from_str(&row.get::<String>(0)?).unwrap_or_default();
+                gone.extend(files.into_iter().map(|f| f.path));
+            }
+            if let Some(file) = removed.iter().find(|f| gone.contains(&f.path)) {
+                return Err(CatalogError::Exists(format!("a compaction of {}", file.path)));
+            }
+            let next: i64 = tx
+                .query_one(
+                    "SELECT COALESCE(MAX(version), 0) + 1 FROM table_versions WHERE table_id = ?1",
+                    args![table_id],
+                )?
+                .get(0)?;
+            tx.execute(
+                "INSERT INTO table_versions (table_id, version, rows, files, execution_id, created_at_ms, removed)
+                 VALUES (?1, ?2, 0, ?3, NULL, ?4, ?5)",
+                args![
+                    table_id,
+                    next,
+                    serde_json::to_string(added).expect("json"),
+                    now_ms(),
+                    serde_json::to_string(removed).expect("json")
+                ],
+            )?;
+            Ok(next)
+        })
     }
 
     /// Completes an execution's timings once its commit has been timed too.
     pub fn set_timings(&self, execution: i64, timings: &Timings) -> Result<(), CatalogError> {
-        let conn = self.conn();
-        conn.execute(
-            "UPDATE executions SET timings = ?1 WHERE id = ?2",
-            params![serde_json::to_string(timings).expect("json"), execution],
-        )?;
+        self.db.run(|sql| {
+            sql.execute(
+                "UPDATE executions SET timings = ?1 WHERE id = ?2",
+                args![serde_json::to_string(timings).expect("json"), execution],
+            )
+        })?;
         Ok(())
     }
 
     /// Records an execution that committed nothing (a failed or dropped batch).
     pub fn record(&self, execution: &Execution) -> Result<i64, CatalogError> {
-        let conn = self.conn();
-        insert_execution(&conn, execution)
+        self.db.run(|sql| insert_execution(sql, execution))
     }
 
     pub fn versions(&self, collection: &str, table: &str) -> Result<Vec<TableVersion>, CatalogError> {
@@ -520,149 +585,203 @@ impl Catalog {
         table: &str,
         version: i64,
     ) -> Result<Vec<TableVersion>, CatalogError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT v.version, v.rows, v.files, v.execution_id, v.created_at_ms, v.schema, v.txns, v.removed FROM table_versions v
-             JOIN tables t ON t.id = v.table_id WHERE t.collection = ?1 AND t.name = ?2 AND v.version > ?3
-             ORDER BY v.version",
-        )?;
-        let rows = stmt.query_map(params![collection, table, version], |r| {
-            let rows = r.get::<_, i64>(1)? as u64;
-            let (files, schema, txns): (String, Option<String>, String) = (r.get(2)?, r.get(5)?, r.get(6)?);
-            Ok(TableVersion {
-                version: r.get(0)?,
-                rows,
-                files: parse_files(&files, rows),
-                execution: r.get(3)?,
-                created_at_ms: r.get(4)?,
-                schema: schema.and_then(|s| serde_json::from_str(&s).ok()),
-                txns: serde_json::from_str(&txns).unwrap_or_default(),
-                removed: serde_json::from_str(&r.get::<_, String>(7)?).unwrap_or_default(),
-            })
+        let rows = self.db.run(|sql| {
+            sql.query(
+                "SELECT v.version, v.rows, v.files, v.execution_id, v.created_at_ms, v.schema, v.txns, v.removed
+                 FROM table_versions v JOIN tables t ON t.id = v.table_id
+                 WHERE t.collection = ?1 AND t.name = ?2 AND v.version > ?3 ORDER BY v.version",
+                args![collection, table, version],
+            )
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        rows.iter()
+            .map(|r| {
+                let rows: u64 = r.get(1)?;
+                let (schema, txns): (Option<String>, String) = (r.get(5)?, r.get(6)?);
+                Ok(TableVersion {
+                    version: r.get(0)?,
+                    rows,
+                    files: parse_files(&r.get::<String>(2)?, rows),
+                    execution: r.get(3)?,
+                    created_at_ms: r.get(4)?,
+                    schema: schema.and_then(|s| serde_json::from_str(&s).ok()),
+                    txns: serde_json::from_str(&txns).unwrap_or_default(),
+                    removed: serde_json::from_str(&r.get::<String>(7)?).unwrap_or_default(),
+                })
+            })
+            .collect()
     }
 
     /// A table's identity, giving it a Delta id if it has none yet (a table
     /// committed before weir wrote Delta logs). `None`: no such table.
     pub fn table_record(&self, collection: &str, table: &str) -> Result<Option<TableRecord>, CatalogError> {
-        let conn = self.conn();
-        let read = |conn: &Connection| {
-            conn.query_row(
-                "SELECT delta_id, created_at_ms FROM tables WHERE collection = ?1 AND name = ?2",
-                params![collection, table],
-                |r| Ok((r.get::<_, Option<String>>(0)?, r.get::<_, Option<i64>>(1)?.unwrap_or(0))),
-            )
-            .optional()
-        };
-        let record = match read(&conn)? {
-            None => return Ok(None),
-            Some((Some(delta_id), created_at_ms)) => TableRecord { delta_id, created_at_ms },
-            Some((None, _)) => {
-                conn.execute(
-                    "UPDATE tables SET delta_id = ?3 WHERE collection = ?1 AND name = ?2 AND delta_id IS NULL",
-                    params![collection, table, new_uuid()],
-                )?;
-                let (delta_id, created_at_ms) = read(&conn)?.expect("the table is there");
-                TableRecord { delta_id: delta_id.expect("just given"), created_at_ms }
-            }
-        };
-        Ok(Some(record))
+        self.db.run(|sql| {
+            let read = |sql: &mut dyn Sql| -> Result<Option<(Option<String>, i64)>, CatalogError> {
+                sql.query_opt(
+                    "SELECT delta_id, created_at_ms FROM tables WHERE collection = ?1 AND name = ?2",
+                    args![collection, table],
+                )?
+                .map(|r| Ok((r.get(0)?, r.get::<Option<i64>>(1)?.unwrap_or(0))))
+                .transpose()
+            };
+            let record = match read(sql)? {
+                None => return Ok(None),
+                Some((Some(delta_id), created_at_ms)) => TableRecord { delta_id, created_at_ms },
+                Some((None, _)) => {
+                    sql.execute(
+                        "UPDATE tables SET delta_id = ?3 WHERE collection = ?1 AND name = ?2 AND delta_id IS NULL",
+                        args![collection, table, new_uuid()],
+                    )?;
+                    let (delta_id, created_at_ms) = read(sql)?.expect("the table is there");
+                    TableRecord { delta_id: delta_id.expect("just given"), created_at_ms }
+                }
+            };
+            Ok(Some(record))
+        })
     }
 
     /// Every table of every collection, as (collection key, table name).
     pub fn all_tables(&self) -> Result<Vec<(String, String)>, CatalogError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached("SELECT collection, name FROM tables ORDER BY collection, name")?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let rows =
+            self.db.run(|sql| sql.query("SELECT collection, name FROM tables ORDER BY collection, name", &[]))?;
+        rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?))).collect()
     }
 
     pub fn dead_letters(&self, publisher: &str) -> Result<Vec<StoredDeadLetter>, CatalogError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT topic, partition, offset, timestamp_ms, key, value, headers, error, execution_id FROM dead_letters
-             WHERE publisher = ?1 ORDER BY topic, partition, offset",
-        )?;
-        let rows = stmt.query_map([publisher], |r| {
-            let headers: String = r.get(6)?;
-            Ok(StoredDeadLetter {
-                topic: r.get(0)?,
-                partition: r.get(1)?,
-                offset: r.get(2)?,
-                timestamp: r.get(3)?,
-                key: r.get(4)?,
-                value: r.get(5)?,
-                headers: serde_json::from_str(&headers).unwrap_or_default(),
-                error: r.get(7)?,
-                execution: r.get(8)?,
-            })
+        let rows = self.db.run(|sql| {
+            sql.query(
+                "SELECT topic, partition, \"offset\", timestamp_ms, key, value, headers, error, execution_id
+                 FROM dead_letters WHERE publisher = ?1 ORDER BY topic, partition, \"offset\"",
+                args![publisher],
+            )
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        rows.iter()
+            .map(|r| {
+                Ok(StoredDeadLetter {
+                    topic: r.get(0)?,
+                    partition: r.get(1)?,
+                    offset: r.get(2)?,
+                    timestamp: r.get(3)?,
+                    key: r.get(4)?,
+                    value: r.get(5)?,
+                    headers: serde_json::from_str(&r.get::<String>(6)?).unwrap_or_default(),
+                    error: r.get(7)?,
+                    execution: r.get(8)?,
+                })
+            })
+            .collect()
     }
 
     /// A publisher's executions, oldest first.
     pub fn executions(&self, publisher: &str) -> Result<Vec<Execution>, CatalogError> {
-        self.query_executions("publisher = ?1 ORDER BY id", params![publisher])
+        self.query_executions("publisher = ?1 ORDER BY id", args![publisher])
     }
 
     /// A publisher's latest `limit` executions, newest first.
     pub fn recent_executions(&self, publisher: &str, limit: u32) -> Result<Vec<Execution>, CatalogError> {
-        self.query_executions("publisher = ?1 ORDER BY id DESC LIMIT ?2", params![publisher, limit])
+        self.query_executions("publisher = ?1 ORDER BY id DESC LIMIT ?2", args![publisher, limit])
     }
 
     pub fn execution(&self, id: i64) -> Result<Option<Execution>, CatalogError> {
-        Ok(self.query_executions("id = ?1", [id])?.pop())
+        Ok(self.query_executions("id = ?1", args![id])?.pop())
     }
 
-    fn query_executions(&self, filter: &str, args: impl rusqlite::Params) -> Result<Vec<Execution>, CatalogError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT id, publisher, status, rollover_reason, rows_in, rows_out, dead_letters, offsets, table_version,
-                    started_at_ms, timings, plugin_log, error FROM executions WHERE {filter}"
-        ))?;
-        let rows = stmt.query_map(args, |r| {
-            let offsets: String = r.get(7)?;
-            let timings: String = r.get(10)?;
-            let log: String = r.get(11)?;
-            Ok(Execution {
-                id: r.get(0)?,
-                publisher: r.get(1)?,
-                status: r.get(2)?,
-                rollover_reason: r.get(3)?,
-                rows_in: r.get::<_, i64>(4)? as u64,
-                rows_out: r.get::<_, i64>(5)? as u64,
-                dead_letters: r.get::<_, i64>(6)? as u64,
-                offsets: parse_ranges(&offsets),
-                table_version: r.get(8)?,
-                started_at_ms: r.get(9)?,
-                timings_ms: serde_json::from_str(&timings).unwrap_or_default(),
-                plugin_log: serde_json::from_str(&log).unwrap_or_default(),
-                error: r.get(12)?,
-            })
+    fn query_executions(&self, filter: &str, args: &[Value]) -> Result<Vec<Execution>, CatalogError> {
+        let rows = self.db.run(|sql| {
+            sql.query(
+                &format!(
+                    "SELECT id, publisher, status, rollover_reason, rows_in, rows_out, dead_letters, offsets, table_version,
+                            started_at_ms, timings, plugin_log, error FROM executions WHERE {filter}"
+                ),
+                args,
+            )
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        rows.iter()
+            .map(|r| {
+                Ok(Execution {
+                    id: r.get(0)?,
+                    publisher: r.get(1)?,
+                    status: r.get(2)?,
+                    rollover_reason: r.get(3)?,
+                    rows_in: r.get(4)?,
+                    rows_out: r.get(5)?,
+                    dead_letters: r.get(6)?,
+                    offsets: parse_ranges(&r.get::<String>(7)?),
+                    table_version: r.get(8)?,
+                    started_at_ms: r.get(9)?,
+                    timings_ms: serde_json::from_str(&r.get::<String>(10)?).unwrap_or_default(),
+                    plugin_log: serde_json::from_str(&r.get::<String>(11)?).unwrap_or_default(),
+                    error: r.get(12)?,
+                })
+            })
+            .collect()
     }
 
     /// The tables of a collection key.
     pub fn tables(&self, collection: &str) -> Result<Vec<TableSummary>, CatalogError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT t.name, COUNT(v.version), MAX(v.version), COALESCE(SUM(v.rows), 0), MAX(v.created_at_ms)
-             FROM tables t LEFT JOIN table_versions v ON v.table_id = t.id WHERE t.collection = ?1
-             GROUP BY t.id ORDER BY t.name",
-        )?;
-        let rows = stmt.query_map([collection], |r| {
-            Ok(TableSummary {
-                name: r.get(0)?,
-                versions: r.get(1)?,
-                latest_version: r.get(2)?,
-                rows: r.get::<_, i64>(3)? as u64,
-                updated_at_ms: r.get(4)?,
-            })
+        let rows = self.db.run(|sql| {
+            sql.query(
+                "SELECT t.name, COUNT(v.version), MAX(v.version), CAST(COALESCE(SUM(v.rows), 0) AS BIGINT),
+                        MAX(v.created_at_ms)
+                 FROM tables t LEFT JOIN table_versions v ON v.table_id = t.id WHERE t.collection = ?1
+                 GROUP BY t.id, t.name ORDER BY t.name",
+                args![collection],
+            )
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        rows.iter()
+            .map(|r| {
+                Ok(TableSummary {
+                    name: r.get(0)?,
+                    versions: r.get(1)?,
+                    latest_version: r.get(2)?,
+                    rows: r.get(3)?,
+                    updated_at_ms: r.get(4)?,
+                })
+            })
+            .collect()
     }
+}
+
+/// Moves a partition's offset past a batch's range, only if it is still
+/// where the batch started: the compare-and-set, as one conditional write
+/// (read committed in PostgreSQL re-checks a row another transaction just
+/// changed, and waits for a row another is inserting), then a read to say
+/// why when it did not apply.
+fn advance(tx: &mut dyn Sql, batch: &BatchCommit<'_>, range: &PartitionRange) -> Result<(), CatalogError> {
+    let (publisher, topic, partition, next) = (batch.publisher, batch.topic, range.partition, range.last + 1);
+    let moved = match range.expected {
+        None => tx.execute(
+            "INSERT INTO source_offsets (publisher, topic, partition, next_offset) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (publisher, topic, partition) DO NOTHING",
+            args![publisher, topic, partition, next],
+        )?,
+        Some(expected) => tx.execute(
+            "UPDATE source_offsets SET next_offset = ?4
+             WHERE publisher = ?1 AND topic = ?2 AND partition = ?3 AND next_offset = ?5",
+            args![publisher, topic, partition, next, expected],
+        )?,
+    };
+    let found = if moved == 1 {
+        range.expected
+    } else {
+        tx.query_opt(
+            "SELECT next_offset FROM source_offsets WHERE publisher = ?1 AND topic = ?2 AND partition = ?3",
+            args![publisher, topic, partition],
+        )?
+        .map(|r| r.get(0))
+        .transpose()?
+    };
+    if let Some(next) = found.filter(|next| range.first < *next) {
+        return Err(CatalogError::OverlapsCommitted { topic: topic.to_string(), partition, first: range.first, next });
+    }
+    if moved != 1 {
+        return Err(CatalogError::ConflictingOffsets {
+            topic: topic.to_string(),
+            partition,
+            expected: range.expected,
+            found,
+        });
+    }
+    Ok(())
 }
 
 /// A version's files: objects, or (committed before they were) plain paths,
@@ -710,102 +829,16 @@ fn parse_ranges(text: &str) -> Vec<PartitionRange> {
         .collect()
 }
 
-fn insert_execution(conn: &Connection, e: &Execution) -> Result<i64, CatalogError> {
-    conn.execute(
+fn insert_execution(sql: &mut dyn Sql, e: &Execution) -> Result<i64, CatalogError> {
+    sql.query_one(
         "INSERT INTO executions (publisher, status, rollover_reason, rows_in, rows_out, dead_letters, offsets, table_version,
                                  started_at_ms, timings, plugin_log, error)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-        params![
-            e.publisher, e.status, e.rollover_reason, e.rows_in as i64, e.rows_out as i64, e.dead_letters as i64,
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
+        args![
+            &e.publisher, &e.status, &e.rollover_reason, e.rows_in as i64, e.rows_out as i64, e.dead_letters as i64,
             serde_json::to_string(&e.offsets).expect("json"), e.table_version, e.started_at_ms,
-            serde_json::to_string(&e.timings_ms).expect("json"), e.plugin_log.to_string(), e.error
+            serde_json::to_string(&e.timings_ms).expect("json"), e.plugin_log.to_string(), e.error.as_deref()
         ],
-    )?;
-    Ok(conn.last_insert_rowid())
-}
-
-fn migrate(conn: &Connection) -> Result<(), CatalogError> {
-    let current: usize = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
-        let tx = conn.unchecked_transaction()?;
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
-        tx.commit()?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn execution() -> Execution {
-        Execution {
-            id: 0,
-            publisher: "events/p".into(),
-            status: "committed".into(),
-            rollover_reason: "messages".into(),
-            rows_in: 3,
-            rows_out: 3,
-            dead_letters: 0,
-            offsets: vec![],
-            table_version: None,
-            started_at_ms: now_ms(),
-            timings_ms: Timings::default(),
-            plugin_log: serde_json::json!([]),
-            error: None,
-        }
-    }
-
-    #[test]
-    fn commit_is_compare_and_set_on_offsets() {
-        let dir = tempfile::tempdir().unwrap();
-        let catalog = Catalog::open(dir.path()).unwrap();
-        let exec = execution();
-        let first = [PartitionRange { partition: 0, first: 0, last: 9, expected: None }];
-        let commit = |ranges: &[PartitionRange]| {
-            catalog.commit(&BatchCommit {
-                collection: "events",
-                publisher: "events/p",
-                topic: "t",
-                version: Some(NewVersion {
-                    table: "t".into(),
-                    files: vec![DataFile { path: "a.parquet".into(), size: 1, rows: 10, stats: None }],
-                    rows: 10,
-                    schema: serde_json::json!({ "type": "struct", "fields": [] }),
-                    txns: vec![],
-                }),
-                ranges,
-                execution: &exec,
-                dead_letters: &[],
-            })
-        };
-        assert_eq!(commit(&first).unwrap().1, Some(1));
-        assert_eq!(catalog.offsets("events/p", "t").unwrap(), BTreeMap::from([(0, 10)]));
-        // The same batch again (a second worker, or a replay) is refused and changes nothing.
-        let err = commit(&first).unwrap_err();
-        assert!(matches!(err, CatalogError::OverlapsCommitted { partition: 0, first: 0, next: 10, .. }), "{err}");
-        // A batch that began before another worker's commit is refused too.
-        let stale = [PartitionRange { partition: 0, first: 10, last: 12, expected: None }];
-        let err = commit(&stale).unwrap_err();
-        assert!(
-            matches!(err, CatalogError::ConflictingOffsets { partition: 0, expected: None, found: Some(10), .. }),
-            "{err}"
-        );
-        // A batch that re-reads committed offsets is refused, even when it began from the current offset.
-        let overlapping = [PartitionRange { partition: 0, first: 5, last: 19, expected: Some(10) }];
-        assert!(matches!(
-            commit(&overlapping).unwrap_err(),
-            CatalogError::OverlapsCommitted { first: 5, next: 10, .. }
-        ));
-        let next = [PartitionRange { partition: 0, first: 10, last: 19, expected: Some(10) }];
-        assert_eq!(commit(&next).unwrap().1, Some(2));
-        let versions = catalog.versions("events", "t").unwrap();
-        assert_eq!(versions.iter().map(|v| v.version).collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(catalog.executions("events/p").unwrap().len(), 2, "the conflicting commit left no execution behind");
-        // Reopening keeps everything (migrations are not re-run).
-        drop(catalog);
-        let catalog = Catalog::open(dir.path()).unwrap();
-        assert_eq!(catalog.offsets("events/p", "t").unwrap(), BTreeMap::from([(0, 20)]));
-    }
+    )?
+    .get(0)
 }

@@ -4,6 +4,7 @@
 
 pub mod delta;
 pub mod peers;
+pub mod postgres;
 pub mod serve;
 pub mod stream;
 pub mod tansu;

@@ -6,9 +6,9 @@
 //! under the collection key `<tenant>/<collection>` (see [`scope`]): names
 //! cannot hold `/`, so two tenants' data never meet.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
+use super::db::{Migration, Row, Sql, Value, args};
 use super::{Catalog, CatalogError, now_ms, sealed};
 use crate::secrets::Keyring;
 use crate::source::KafkaConnection;
@@ -112,7 +112,7 @@ fn token_id(sha256: &str) -> String {
     sha256.chars().take(12).collect()
 }
 
-fn token_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<TokenInfo> {
+fn token_row(r: &Row, at: usize) -> Result<TokenInfo, CatalogError> {
     Ok(TokenInfo {
         id: r.get(at)?,
         created_at_ms: r.get(at + 1)?,
@@ -122,60 +122,110 @@ fn token_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<TokenInfo> {
     })
 }
 
-pub(super) const TOKENS_MIGRATION: &str = "
-    ALTER TABLE tokens ADD COLUMN id TEXT;
-    UPDATE tokens SET id = substr(sha256, 1, 12);
-    ALTER TABLE tokens ADD COLUMN last_used_ms INTEGER;
-    ALTER TABLE tokens ADD COLUMN expires_at_ms INTEGER;
-    ALTER TABLE tokens ADD COLUMN revoked_at_ms INTEGER;
-    CREATE INDEX tokens_by_tenant ON tokens (tenant_id, id);
-";
+pub(super) const TOKENS_MIGRATION: Migration = Migration {
+    sqlite: "
+        ALTER TABLE tokens ADD COLUMN id TEXT;
+        UPDATE tokens SET id = substr(sha256, 1, 12);
+        ALTER TABLE tokens ADD COLUMN last_used_ms INTEGER;
+        ALTER TABLE tokens ADD COLUMN expires_at_ms INTEGER;
+        ALTER TABLE tokens ADD COLUMN revoked_at_ms INTEGER;
+        CREATE INDEX tokens_by_tenant ON tokens (tenant_id, id);",
+    postgres: "
+        ALTER TABLE tokens ADD COLUMN id TEXT;
+        UPDATE tokens SET id = substr(sha256, 1, 12);
+        ALTER TABLE tokens ADD COLUMN last_used_ms BIGINT;
+        ALTER TABLE tokens ADD COLUMN expires_at_ms BIGINT;
+        ALTER TABLE tokens ADD COLUMN revoked_at_ms BIGINT;
+        CREATE INDEX tokens_by_tenant ON tokens (tenant_id, id);",
+};
 
-pub(super) const MIGRATION: &str = "
-    CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE tenants (
-        id INTEGER PRIMARY KEY,
-        name TEXT NOT NULL UNIQUE,
-        quotas TEXT NOT NULL,
-        created_at_ms INTEGER NOT NULL
-    );
-    CREATE TABLE tokens (
-        sha256 TEXT PRIMARY KEY,
-        tenant_id INTEGER NOT NULL REFERENCES tenants(id),
-        created_at_ms INTEGER NOT NULL
-    );
-    CREATE TABLE collections (
-        id INTEGER PRIMARY KEY,
-        tenant_id INTEGER NOT NULL REFERENCES tenants(id),
-        name TEXT NOT NULL,
-        grp TEXT NOT NULL,
-        connection TEXT,
-        created_at_ms INTEGER NOT NULL,
-        UNIQUE (tenant_id, name)
-    );
-    CREATE TABLE plugins (
-        tenant_id INTEGER NOT NULL REFERENCES tenants(id),
-        sha256 TEXT NOT NULL,
-        size INTEGER NOT NULL,
-        created_at_ms INTEGER NOT NULL,
-        PRIMARY KEY (tenant_id, sha256)
-    );
-    CREATE TABLE publishers (
-        id INTEGER PRIMARY KEY,
-        collection_id INTEGER NOT NULL REFERENCES collections(id),
-        name TEXT NOT NULL,
-        declaration TEXT NOT NULL,
-        plugin_sha256 TEXT NOT NULL,
-        paused INTEGER NOT NULL DEFAULT 0,
-        created_at_ms INTEGER NOT NULL,
-        updated_at_ms INTEGER NOT NULL,
-        UNIQUE (collection_id, name)
-    );";
+pub(super) const MIGRATION: Migration = Migration {
+    sqlite: "
+        CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE tenants (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            quotas TEXT NOT NULL,
+            created_at_ms INTEGER NOT NULL
+        );
+        CREATE TABLE tokens (
+            sha256 TEXT PRIMARY KEY,
+            tenant_id INTEGER NOT NULL REFERENCES tenants(id),
+            created_at_ms INTEGER NOT NULL
+        );
+        CREATE TABLE collections (
+            id INTEGER PRIMARY KEY,
+            tenant_id INTEGER NOT NULL REFERENCES tenants(id),
+            name TEXT NOT NULL,
+            grp TEXT NOT NULL,
+            connection TEXT,
+            created_at_ms INTEGER NOT NULL,
+            UNIQUE (tenant_id, name)
+        );
+        CREATE TABLE plugins (
+            tenant_id INTEGER NOT NULL REFERENCES tenants(id),
+            sha256 TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            created_at_ms INTEGER NOT NULL,
+            PRIMARY KEY (tenant_id, sha256)
+        );
+        CREATE TABLE publishers (
+            id INTEGER PRIMARY KEY,
+            collection_id INTEGER NOT NULL REFERENCES collections(id),
+            name TEXT NOT NULL,
+            declaration TEXT NOT NULL,
+            plugin_sha256 TEXT NOT NULL,
+            paused INTEGER NOT NULL DEFAULT 0,
+            created_at_ms INTEGER NOT NULL,
+            updated_at_ms INTEGER NOT NULL,
+            UNIQUE (collection_id, name)
+        );",
+    postgres: "
+        CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE tenants (
+            id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            quotas TEXT NOT NULL,
+            created_at_ms BIGINT NOT NULL
+        );
+        CREATE TABLE tokens (
+            sha256 TEXT PRIMARY KEY,
+            tenant_id BIGINT NOT NULL REFERENCES tenants(id),
+            created_at_ms BIGINT NOT NULL
+        );
+        CREATE TABLE collections (
+            id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+            tenant_id BIGINT NOT NULL REFERENCES tenants(id),
+            name TEXT NOT NULL,
+            grp TEXT NOT NULL,
+            connection TEXT,
+            created_at_ms BIGINT NOT NULL,
+            UNIQUE (tenant_id, name)
+        );
+        CREATE TABLE plugins (
+            tenant_id BIGINT NOT NULL REFERENCES tenants(id),
+            sha256 TEXT NOT NULL,
+            size BIGINT NOT NULL,
+            created_at_ms BIGINT NOT NULL,
+            PRIMARY KEY (tenant_id, sha256)
+        );
+        CREATE TABLE publishers (
+            id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+            collection_id BIGINT NOT NULL REFERENCES collections(id),
+            name TEXT NOT NULL,
+            declaration TEXT NOT NULL,
+            plugin_sha256 TEXT NOT NULL,
+            paused BIGINT NOT NULL DEFAULT 0,
+            created_at_ms BIGINT NOT NULL,
+            updated_at_ms BIGINT NOT NULL,
+            UNIQUE (collection_id, name)
+        );",
+};
 
 const COLLECTION_COLUMNS: &str = "c.id, t.name, c.name, c.grp, c.connection, c.created_at_ms";
 const PUBLISHER_COLUMNS: &str = "c.id, t.name, c.name, c.grp, c.connection, c.created_at_ms, p.id, p.name, p.declaration, p.plugin_sha256, p.paused, p.created_at_ms, p.updated_at_ms";
 
-fn tenant_row(r: &Row<'_>) -> rusqlite::Result<Tenant> {
+fn tenant_row(r: &Row) -> Result<Tenant, CatalogError> {
     let quotas: String = r.get(2)?;
     Ok(Tenant {
         id: r.get(0)?,
@@ -185,7 +235,7 @@ fn tenant_row(r: &Row<'_>) -> rusqlite::Result<Tenant> {
     })
 }
 
-fn collection_row(r: &Row<'_>, keyring: &Keyring) -> rusqlite::Result<Collection> {
+fn collection_row(r: &Row, keyring: &Keyring) -> Result<Collection, CatalogError> {
     Ok(Collection {
         id: r.get(0)?,
         tenant: r.get(1)?,
@@ -196,11 +246,11 @@ fn collection_row(r: &Row<'_>, keyring: &Keyring) -> rusqlite::Result<Collection
     })
 }
 
-fn plugin_row(r: &Row<'_>) -> rusqlite::Result<PluginModule> {
-    Ok(PluginModule { sha256: r.get(0)?, size: r.get::<_, i64>(1)? as u64, created_at_ms: r.get(2)? })
+fn plugin_row(r: &Row) -> Result<PluginModule, CatalogError> {
+    Ok(PluginModule { sha256: r.get(0)?, size: r.get(1)?, created_at_ms: r.get(2)? })
 }
 
-fn publisher_row(r: &Row<'_>, keyring: &Keyring) -> rusqlite::Result<PublisherRecord> {
+fn publisher_row(r: &Row, keyring: &Keyring) -> Result<PublisherRecord, CatalogError> {
     Ok(PublisherRecord {
         collection: collection_row(r, keyring)?,
         id: r.get(6)?,
@@ -214,51 +264,63 @@ fn publisher_row(r: &Row<'_>, keyring: &Keyring) -> rusqlite::Result<PublisherRe
 }
 
 /// Turns a uniqueness violation into [`CatalogError::Exists`].
-fn unique(what: impl FnOnce() -> String) -> impl FnOnce(rusqlite::Error) -> CatalogError {
-    move |e| match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::ConstraintViolation) => CatalogError::Exists(what()),
-        _ => CatalogError::Sql(e),
+fn unique(what: impl FnOnce() -> String) -> impl FnOnce(CatalogError) -> CatalogError {
+    move |e| match e {
+        CatalogError::Sql { unique_violation: true, .. } => CatalogError::Exists(what()),
+        e => e,
     }
 }
 
 impl Catalog {
     pub fn setting(&self, key: &str) -> Result<Option<String>, CatalogError> {
-        Ok(self.conn().query_row("SELECT value FROM settings WHERE key = ?1", [key], |r| r.get(0)).optional()?)
+        self.db
+            .run(|sql| sql.query_opt("SELECT value FROM settings WHERE key = ?1", args![key]))?
+            .map(|r| r.get(0))
+            .transpose()
     }
 
-    pub fn set_setting(&self, key: &str, value: &str) -> Result<(), CatalogError> {
-        self.conn().execute(
-            "INSERT INTO settings (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [key, value],
-        )?;
-        Ok(())
+    /// Stores a setting unless it is there already; false: it was.
+    pub fn add_setting(&self, key: &str, value: &str) -> Result<bool, CatalogError> {
+        let added = self.db.run(|sql| {
+            sql.execute(
+                "INSERT INTO settings (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
+                args![key, value],
+            )
+        })?;
+        Ok(added == 1)
     }
 
     // Tenants and tokens.
 
     pub fn create_tenant(&self, name: &str, quotas: &Quotas) -> Result<Tenant, CatalogError> {
-        let conn = self.conn();
         let created_at_ms = now_ms();
-        conn.execute(
-            "INSERT INTO tenants (name, quotas, created_at_ms) VALUES (?1, ?2, ?3)",
-            params![name, serde_json::to_string(quotas).expect("json"), created_at_ms],
-        )
-        .map_err(unique(|| format!("tenant `{name}`")))?;
-        Ok(Tenant { id: conn.last_insert_rowid(), name: name.into(), quotas: *quotas, created_at_ms })
+        let id: i64 = self
+            .db
+            .run(|sql| {
+                sql.query_one(
+                    "INSERT INTO tenants (name, quotas, created_at_ms) VALUES (?1, ?2, ?3) RETURNING id",
+                    args![name, serde_json::to_string(quotas).expect("json"), created_at_ms],
+                )
+            })
+            .map_err(unique(|| format!("tenant `{name}`")))?
+            .get(0)?;
+        Ok(Tenant { id, name: name.into(), quotas: *quotas, created_at_ms })
     }
 
     pub fn tenants(&self) -> Result<Vec<Tenant>, CatalogError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached("SELECT id, name, quotas, created_at_ms FROM tenants ORDER BY name")?;
-        let rows = stmt.query_map([], tenant_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let rows =
+            self.db.run(|sql| sql.query("SELECT id, name, quotas, created_at_ms FROM tenants ORDER BY name", &[]))?;
+        rows.iter().map(tenant_row).collect()
     }
 
     pub fn tenant(&self, name: &str) -> Result<Option<Tenant>, CatalogError> {
-        let conn = self.conn();
-        Ok(conn
-            .query_row("SELECT id, name, quotas, created_at_ms FROM tenants WHERE name = ?1", [name], tenant_row)
-            .optional()?)
+        self.db
+            .run(|sql| {
+                sql.query_opt("SELECT id, name, quotas, created_at_ms FROM tenants WHERE name = ?1", args![name])
+            })?
+            .as_ref()
+            .map(tenant_row)
+            .transpose()
     }
 
     /// Stores a token by its sha256 (the token itself is never kept), valid
@@ -276,52 +338,58 @@ impl Catalog {
             expires_at_ms,
             revoked_at_ms: None,
         };
-        self.conn().execute(
-            "INSERT INTO tokens (sha256, tenant_id, created_at_ms, id, expires_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![sha256, tenant_id, info.created_at_ms, info.id, expires_at_ms],
-        )?;
+        self.db.run(|sql| {
+            sql.execute(
+                "INSERT INTO tokens (sha256, tenant_id, created_at_ms, id, expires_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+                args![sha256, tenant_id, info.created_at_ms, &info.id, expires_at_ms],
+            )
+        })?;
         Ok(info)
     }
 
     /// The tenant a token acts for, and the token's state (revoked, expired);
     /// `None`: no such token. A use is recorded (at most once a minute a token).
     pub fn tenant_by_token(&self, sha256: &str) -> Result<Option<(Tenant, TokenInfo)>, CatalogError> {
-        let conn = self.conn();
-        let found = conn
-            .query_row(
-                "SELECT t.id, t.name, t.quotas, t.created_at_ms, k.id, k.created_at_ms, k.last_used_ms, k.expires_at_ms,
-                        k.revoked_at_ms
-                 FROM tokens k JOIN tenants t ON t.id = k.tenant_id WHERE k.sha256 = ?1",
-                [sha256],
-                |r| Ok((tenant_row(r)?, token_row(r, 4)?)),
-            )
-            .optional()?;
-        if let Some((_, token)) = &found {
-            let now = now_ms();
-            if token.usable(now) && token.last_used_ms.is_none_or(|t| now - t >= 60_000) {
-                conn.execute("UPDATE tokens SET last_used_ms = ?2 WHERE sha256 = ?1", params![sha256, now])?;
+        self.db.run(|sql| {
+            let found = sql
+                .query_opt(
+                    "SELECT t.id, t.name, t.quotas, t.created_at_ms, k.id, k.created_at_ms, k.last_used_ms,
+                            k.expires_at_ms, k.revoked_at_ms
+                     FROM tokens k JOIN tenants t ON t.id = k.tenant_id WHERE k.sha256 = ?1",
+                    args![sha256],
+                )?
+                .map(|r| Ok::<_, CatalogError>((tenant_row(&r)?, token_row(&r, 4)?)))
+                .transpose()?;
+            if let Some((_, token)) = &found {
+                let now = now_ms();
+                if token.usable(now) && token.last_used_ms.is_none_or(|t| now - t >= 60_000) {
+                    sql.execute("UPDATE tokens SET last_used_ms = ?2 WHERE sha256 = ?1", args![sha256, now])?;
+                }
             }
-        }
-        Ok(found)
+            Ok(found)
+        })
     }
 
     /// A tenant's tokens, oldest first (never the tokens themselves).
     pub fn tokens(&self, tenant_id: i64) -> Result<Vec<TokenInfo>, CatalogError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, created_at_ms, last_used_ms, expires_at_ms, revoked_at_ms FROM tokens
-             WHERE tenant_id = ?1 ORDER BY created_at_ms, id",
-        )?;
-        let rows = stmt.query_map([tenant_id], |r| token_row(r, 0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let rows = self.db.run(|sql| {
+            sql.query(
+                "SELECT id, created_at_ms, last_used_ms, expires_at_ms, revoked_at_ms FROM tokens
+                 WHERE tenant_id = ?1 ORDER BY created_at_ms, id",
+                args![tenant_id],
+            )
+        })?;
+        rows.iter().map(|r| token_row(r, 0)).collect()
     }
 
     /// Revokes a tenant's token by its id; `false`: the tenant has no such token.
     pub fn revoke_token(&self, tenant_id: i64, id: &str) -> Result<bool, CatalogError> {
-        let changed = self.conn().execute(
-            "UPDATE tokens SET revoked_at_ms = COALESCE(revoked_at_ms, ?3) WHERE tenant_id = ?1 AND id = ?2",
-            params![tenant_id, id, now_ms()],
-        )?;
+        let changed = self.db.run(|sql| {
+            sql.execute(
+                "UPDATE tokens SET revoked_at_ms = COALESCE(revoked_at_ms, ?3) WHERE tenant_id = ?1 AND id = ?2",
+                args![tenant_id, id, now_ms()],
+            )
+        })?;
         Ok(changed > 0)
     }
 
@@ -334,21 +402,21 @@ impl Catalog {
         group: &str,
         connection: Option<&KafkaConnection>,
     ) -> Result<Collection, CatalogError> {
-        let conn = self.conn();
         let created_at_ms = now_ms();
-        conn.execute(
-            "INSERT INTO collections (tenant_id, name, grp, connection, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![
-                tenant.id,
-                name,
-                group,
-                sealed::seal(&self.keyring(), &tenant.name, name, connection),
-                created_at_ms
-            ],
-        )
-        .map_err(unique(|| format!("collection `{name}`")))?;
+        let id: i64 = self
+            .db
+            .run(|sql| {
+                let sealed = sealed::seal(&self.keyring(), &tenant.name, name, connection);
+                sql.query_one(
+                    "INSERT INTO collections (tenant_id, name, grp, connection, created_at_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+                    args![tenant.id, name, group, sealed, created_at_ms],
+                )
+            })
+            .map_err(unique(|| format!("collection `{name}`")))?
+            .get(0)?;
         Ok(Collection {
-            id: conn.last_insert_rowid(),
+            id,
             tenant: tenant.name.clone(),
             name: name.into(),
             group: group.into(),
@@ -358,38 +426,37 @@ impl Catalog {
     }
 
     pub fn collections(&self, tenant: &Tenant) -> Result<Vec<Collection>, CatalogError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {COLLECTION_COLUMNS} FROM collections c JOIN tenants t ON t.id = c.tenant_id
-             WHERE c.tenant_id = ?1 ORDER BY c.name"
-        ))?;
+        let rows = self.db.run(|sql| {
+            sql.query(
+                &format!(
+                    "SELECT {COLLECTION_COLUMNS} FROM collections c JOIN tenants t ON t.id = c.tenant_id
+                     WHERE c.tenant_id = ?1 ORDER BY c.name"
+                ),
+                args![tenant.id],
+            )
+        })?;
         let keyring = self.keyring();
-        let rows = stmt.query_map([tenant.id], |r| collection_row(r, &keyring))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        rows.iter().map(|r| collection_row(r, &keyring)).collect()
     }
 
     pub fn collection(&self, tenant: &Tenant, name: &str) -> Result<Option<Collection>, CatalogError> {
-        let conn = self.conn();
-        Ok(conn
-            .query_row(
+        let row = self.db.run(|sql| {
+            sql.query_opt(
                 &format!(
                     "SELECT {COLLECTION_COLUMNS} FROM collections c JOIN tenants t ON t.id = c.tenant_id
                      WHERE c.tenant_id = ?1 AND c.name = ?2"
                 ),
-                params![tenant.id, name],
-                |r| collection_row(r, &self.keyring()),
+                args![tenant.id, name],
             )
-            .optional()?)
+        })?;
+        row.map(|r| collection_row(&r, &self.keyring())).transpose()
     }
 
     pub fn set_connection(&self, collection: &Collection, connection: &KafkaConnection) -> Result<(), CatalogError> {
-        self.conn().execute(
-            "UPDATE collections SET connection = ?1 WHERE id = ?2",
-            params![
-                sealed::seal(&self.keyring(), &collection.tenant, &collection.name, Some(connection)),
-                collection.id
-            ],
-        )?;
+        self.db.run(|sql| {
+            let sealed = sealed::seal(&self.keyring(), &collection.tenant, &collection.name, Some(connection));
+            sql.execute("UPDATE collections SET connection = ?1 WHERE id = ?2", args![sealed, collection.id])
+        })?;
         Ok(())
     }
 
@@ -397,50 +464,55 @@ impl Catalog {
     /// publishers committed: tables, versions, offsets, executions, dead letters.
     /// Returns false when publishers remain.
     pub fn delete_collection(&self, collection: &Collection) -> Result<bool, CatalogError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction()?;
-        let publishers: i64 =
-            tx.query_row("SELECT COUNT(*) FROM publishers WHERE collection_id = ?1", [collection.id], |r| r.get(0))?;
-        if publishers > 0 {
-            return Ok(false);
-        }
-        let scope = collection.scope();
-        let prefix = format!("{scope}/");
-        delete_scope(&tx, &scope, &prefix)?;
-        tx.execute("DELETE FROM collections WHERE id = ?1", [collection.id])?;
-        tx.commit()?;
-        Ok(true)
+        self.db.transaction(|tx| {
+            let publishers: i64 = tx
+                .query_one("SELECT COUNT(*) FROM publishers WHERE collection_id = ?1", args![collection.id])?
+                .get(0)?;
+            if publishers > 0 {
+                return Ok(false);
+            }
+            let scope = collection.scope();
+            delete_scope(tx, &scope, &format!("{scope}/"))?;
+            tx.execute("DELETE FROM collections WHERE id = ?1", args![collection.id])?;
+            Ok(true)
+        })
     }
 
     // Plugins.
 
     /// Records that a tenant uploaded a module; false when it already had.
     pub fn add_plugin(&self, tenant: &Tenant, sha256: &str, size: u64) -> Result<bool, CatalogError> {
-        let added = self.conn().execute(
-            "INSERT OR IGNORE INTO plugins (tenant_id, sha256, size, created_at_ms) VALUES (?1, ?2, ?3, ?4)",
-            params![tenant.id, sha256, size as i64, now_ms()],
-        )?;
+        let added = self.db.run(|sql| {
+            sql.execute(
+                "INSERT INTO plugins (tenant_id, sha256, size, created_at_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (tenant_id, sha256) DO NOTHING",
+                args![tenant.id, sha256, size as i64, now_ms()],
+            )
+        })?;
         Ok(added == 1)
     }
 
     pub fn plugins(&self, tenant: &Tenant) -> Result<Vec<PluginModule>, CatalogError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT sha256, size, created_at_ms FROM plugins WHERE tenant_id = ?1 ORDER BY created_at_ms, sha256",
-        )?;
-        let rows = stmt.query_map([tenant.id], plugin_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let rows = self.db.run(|sql| {
+            sql.query(
+                "SELECT sha256, size, created_at_ms FROM plugins WHERE tenant_id = ?1 ORDER BY created_at_ms, sha256",
+                args![tenant.id],
+            )
+        })?;
+        rows.iter().map(plugin_row).collect()
     }
 
     pub fn plugin(&self, tenant: &Tenant, sha256: &str) -> Result<Option<PluginModule>, CatalogError> {
-        Ok(self
-            .conn()
-            .query_row(
-                "SELECT sha256, size, created_at_ms FROM plugins WHERE tenant_id = ?1 AND sha256 = ?2",
-                params![tenant.id, sha256],
-                plugin_row,
-            )
-            .optional()?)
+        self.db
+            .run(|sql| {
+                sql.query_opt(
+                    "SELECT sha256, size, created_at_ms FROM plugins WHERE tenant_id = ?1 AND sha256 = ?2",
+                    args![tenant.id, sha256],
+                )
+            })?
+            .as_ref()
+            .map(plugin_row)
+            .transpose()
     }
 
     // Publishers.
@@ -454,81 +526,88 @@ impl Catalog {
         plugin: &str,
         update: bool,
     ) -> Result<(), CatalogError> {
-        let conn = self.conn();
         let now = now_ms();
-        if update {
-            conn.execute(
-                "INSERT INTO publishers (collection_id, name, declaration, plugin_sha256, created_at_ms, updated_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)
-                 ON CONFLICT (collection_id, name) DO UPDATE SET declaration = excluded.declaration,
-                    plugin_sha256 = excluded.plugin_sha256, updated_at_ms = excluded.updated_at_ms",
-                params![collection.id, name, declaration, plugin, now],
-            )?;
-        } else {
-            conn.execute(
-                "INSERT INTO publishers (collection_id, name, declaration, plugin_sha256, created_at_ms, updated_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-                params![collection.id, name, declaration, plugin, now],
-            )
+        let insert =
+            "INSERT INTO publishers (collection_id, name, declaration, plugin_sha256, created_at_ms, updated_at_ms)
+                      VALUES (?1, ?2, ?3, ?4, ?5, ?5)";
+        self.db
+            .run(|sql| {
+                let args = args![collection.id, name, declaration, plugin, now];
+                if update {
+                    sql.execute(
+                        &format!(
+                            "{insert} ON CONFLICT (collection_id, name) DO UPDATE SET declaration = excluded.declaration,
+                             plugin_sha256 = excluded.plugin_sha256, updated_at_ms = excluded.updated_at_ms"
+                        ),
+                        args,
+                    )
+                } else {
+                    sql.execute(insert, args)
+                }
+            })
             .map_err(unique(|| format!("publisher `{}/{name}`", collection.name)))?;
-        }
         Ok(())
     }
 
-    fn query_publishers(
-        &self,
-        filter: &str,
-        args: impl rusqlite::Params,
-    ) -> Result<Vec<PublisherRecord>, CatalogError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {PUBLISHER_COLUMNS} FROM publishers p JOIN collections c ON c.id = p.collection_id
-             JOIN tenants t ON t.id = c.tenant_id WHERE {filter} ORDER BY t.name, c.name, p.name"
-        ))?;
+    fn query_publishers(&self, filter: &str, args: &[Value]) -> Result<Vec<PublisherRecord>, CatalogError> {
+        let rows = self.db.run(|sql| {
+            sql.query(
+                &format!(
+                    "SELECT {PUBLISHER_COLUMNS} FROM publishers p JOIN collections c ON c.id = p.collection_id
+                     JOIN tenants t ON t.id = c.tenant_id WHERE {filter} ORDER BY t.name, c.name, p.name"
+                ),
+                args,
+            )
+        })?;
         let keyring = self.keyring();
-        let rows = stmt.query_map(args, |r| publisher_row(r, &keyring))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        rows.iter().map(|r| publisher_row(r, &keyring)).collect()
     }
 
     /// Every registered publisher of every tenant (what `weir serve` starts on boot).
     pub fn all_publishers(&self) -> Result<Vec<PublisherRecord>, CatalogError> {
-        self.query_publishers("1 = 1", [])
+        self.query_publishers("1 = 1", &[])
     }
 
     pub fn tenant_publishers(&self, tenant: &Tenant) -> Result<Vec<PublisherRecord>, CatalogError> {
-        self.query_publishers("t.id = ?1", [tenant.id])
+        self.query_publishers("t.id = ?1", args![tenant.id])
     }
 
     pub fn publishers(&self, collection: &Collection) -> Result<Vec<PublisherRecord>, CatalogError> {
-        self.query_publishers("c.id = ?1", [collection.id])
+        self.query_publishers("c.id = ?1", args![collection.id])
     }
 
     pub fn publisher(&self, collection: &Collection, name: &str) -> Result<Option<PublisherRecord>, CatalogError> {
-        Ok(self.query_publishers("c.id = ?1 AND p.name = ?2", params![collection.id, name])?.pop())
+        Ok(self.query_publishers("c.id = ?1 AND p.name = ?2", args![collection.id, name])?.pop())
     }
 
     pub fn set_paused(&self, publisher: &PublisherRecord, paused: bool) -> Result<(), CatalogError> {
-        self.conn().execute(
-            "UPDATE publishers SET paused = ?1, updated_at_ms = ?2 WHERE id = ?3",
-            params![paused, now_ms(), publisher.id],
-        )?;
+        self.db.run(|sql| {
+            sql.execute(
+                "UPDATE publishers SET paused = ?1, updated_at_ms = ?2 WHERE id = ?3",
+                args![paused, now_ms(), publisher.id],
+            )
+        })?;
         Ok(())
     }
 
     /// Deletes a publisher. Its table, versions and offsets stay: registering
     /// it again resumes where it stopped, without re-reading the topic.
     pub fn delete_publisher(&self, publisher: &PublisherRecord) -> Result<(), CatalogError> {
-        self.conn().execute("DELETE FROM publishers WHERE id = ?1", [publisher.id])?;
+        self.db.run(|sql| sql.execute("DELETE FROM publishers WHERE id = ?1", args![publisher.id]))?;
         Ok(())
     }
 }
 
-fn delete_scope(tx: &Connection, scope: &str, prefix: &str) -> Result<(), CatalogError> {
-    let starts = "substr(publisher, 1, length(?1)) = ?1";
-    tx.execute("DELETE FROM table_versions WHERE table_id IN (SELECT id FROM tables WHERE collection = ?1)", [scope])?;
-    tx.execute("DELETE FROM tables WHERE collection = ?1", [scope])?;
-    tx.execute(&format!("DELETE FROM source_offsets WHERE {starts}"), [prefix])?;
-    tx.execute(&format!("DELETE FROM executions WHERE {starts}"), [prefix])?;
-    tx.execute("DELETE FROM dead_letters WHERE collection = ?1", [scope])?;
+fn delete_scope(tx: &mut dyn Sql, scope: &str, prefix: &str) -> Result<(), CatalogError> {
+    let starts = "substr(publisher, 1, ?2) = ?1";
+    let prefix = args![prefix, prefix.chars().count() as i64];
+    tx.execute(
+        "DELETE FROM table_versions WHERE table_id IN (SELECT id FROM tables WHERE collection = ?1)",
+        args![scope],
+    )?;
+    tx.execute("DELETE FROM tables WHERE collection = ?1", args![scope])?;
+    tx.execute(&format!("DELETE FROM source_offsets WHERE {starts}"), prefix)?;
+    tx.execute(&format!("DELETE FROM executions WHERE {starts}"), prefix)?;
+    tx.execute("DELETE FROM dead_letters WHERE collection = ?1", args![scope])?;
     Ok(())
 }

@@ -2,9 +2,9 @@
 //! they are sealed on the way in, unsealed on the way out, and resealed when
 //! the key rotates.
 
-use rusqlite::{Connection, Row, params};
 use serde::Serialize;
 
+use super::db::{Row, Sql, args};
 use super::{Catalog, CatalogError};
 use crate::secrets::Keyring;
 use crate::source::KafkaConnection;
@@ -39,45 +39,38 @@ pub(super) fn seal(keyring: &Keyring, tenant: &str, collection: &str, c: Option<
 /// `tenant`, collection name at `tenant + 1`, the stored value at `stored`).
 pub(super) fn unseal(
     keyring: &Keyring,
-    r: &Row<'_>,
+    r: &Row,
     tenant: usize,
     stored: usize,
-) -> rusqlite::Result<Option<KafkaConnection>> {
-    let Some(value) = r.get::<_, Option<String>>(stored)? else { return Ok(None) };
+) -> Result<Option<KafkaConnection>, CatalogError> {
+    let Some(value) = r.get::<Option<String>>(stored)? else { return Ok(None) };
     let (t, c): (String, String) = (r.get(tenant)?, r.get(tenant + 1)?);
-    let failed = |e: Box<dyn std::error::Error + Send + Sync>| {
-        rusqlite::Error::FromSqlConversionFailure(stored, rusqlite::types::Type::Text, e)
-    };
-    let json = keyring.unseal(&what(&t, &c), &place(&t, &c), &value).map_err(|e| failed(Box::new(e)))?;
-    serde_json::from_slice(&json).map(Some).map_err(|e| failed(format!("{}: {e}", what(&t, &c)).into()))
+    let json = keyring.unseal(&what(&t, &c), &place(&t, &c), &value)?;
+    serde_json::from_slice(&json)
+        .map(Some)
+        .map_err(|e| CatalogError::Sql { message: format!("{}: {e}", what(&t, &c)), unique_violation: false })
 }
 
 /// Seals again every connection not sealed under the key new values go
 /// under (stored in clear by an earlier weir, or under the key being
-/// retired). One transaction: all or none.
-fn reseal_all(conn: &mut Connection, keyring: &Keyring) -> Result<usize, CatalogError> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let rows: Vec<(i64, String, String, String)> = {
-        let mut stmt = tx.prepare(
-            "SELECT c.id, t.name, c.name, c.connection FROM collections c JOIN tenants t ON t.id = c.tenant_id
-             WHERE c.connection IS NOT NULL",
-        )?;
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect::<Result<_, _>>()?
-    };
+/// retired). Inside the caller's transaction: all or none.
+fn reseal_all(tx: &mut dyn Sql, keyring: &Keyring) -> Result<usize, CatalogError> {
+    let rows = tx.query(
+        "SELECT c.id, t.name, c.name, c.connection FROM collections c JOIN tenants t ON t.id = c.tenant_id
+         WHERE c.connection IS NOT NULL",
+        &[],
+    )?;
     let mut resealed = 0;
-    for (id, tenant, collection, stored) in rows {
+    for r in rows {
+        let (id, tenant, collection, stored): (i64, String, String, String) =
+            (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
         if keyring.sealed_under_target(&stored) {
             continue;
         }
         let json = keyring.unseal(&what(&tenant, &collection), &place(&tenant, &collection), &stored)?;
         let sealed = keyring.seal(&place(&tenant, &collection), &json);
-        tx.execute("UPDATE collections SET connection = ?1 WHERE id = ?2", params![sealed, id])?;
+        tx.execute("UPDATE collections SET connection = ?1 WHERE id = ?2", args![sealed, id])?;
         resealed += 1;
-    }
-    tx.commit()?;
-    if resealed > 0 {
-        // The pages that held the old values leave the write-ahead log too.
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     }
     Ok(resealed)
 }
@@ -89,9 +82,15 @@ impl Catalog {
 
     /// At open: seals what is in clear, and finishes a rotation cut short.
     pub(super) fn reseal(&self) -> Result<(), CatalogError> {
-        let mut conn = self.conn();
-        let mut keyring = self.secrets.write().unwrap_or_else(|e| e.into_inner());
-        let resealed = reseal_all(&mut conn, &keyring)?;
+        let (mut keyring, resealed) = self.db.transaction(|tx| {
+            let keyring = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+            let resealed = reseal_all(tx, &keyring)?;
+            Ok((keyring, resealed))
+        })?;
+        if resealed > 0 {
+            // The pages that held the old values leave SQLite's write-ahead log too.
+            self.db.truncate_log()?;
+        }
         if keyring.rotating() {
             keyring.finish_rotation()?;
             eprintln!("weir: finished a secret key rotation cut short ({resealed} connections resealed)");
@@ -111,10 +110,17 @@ impl Catalog {
     /// the next start finishes it; nothing is ever sealed under a key that is
     /// not on disk.
     pub fn rotate_secret_key(&self) -> Result<Rotation, CatalogError> {
-        let mut conn = self.conn();
-        let mut keyring = self.secrets.write().unwrap_or_else(|e| e.into_inner());
-        keyring.begin_rotation()?;
-        let connections_resealed = reseal_all(&mut conn, &keyring)?;
+        // The key is taken inside the transaction (the catalog's lock, then the
+        // key, as everywhere) and held until the key file is replaced.
+        let (mut keyring, connections_resealed) = self.db.transaction(|tx| {
+            let mut keyring = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+            keyring.begin_rotation()?;
+            let resealed = reseal_all(tx, &keyring)?;
+            Ok((keyring, resealed))
+        })?;
+        if connections_resealed > 0 {
+            self.db.truncate_log()?;
+        }
         let retired_key_id = keyring.finish_rotation()?;
         Ok(Rotation { key_id: keyring.key_id().to_string(), retired_key_id, connections_resealed })
     }

@@ -15,6 +15,11 @@ pub struct Args {
     /// Where the catalog, the table files and the uploaded modules live.
     #[arg(long, default_value = "weir-data", env = "WEIR_DATA_DIR")]
     data_dir: PathBuf,
+    /// The catalog several nodes share: a PostgreSQL URL
+    /// (postgres://USER[:PASSWORD]@HOST[:PORT]/DB) [default: SQLite in the data directory].
+    /// Every node then needs the same --secret-key-file.
+    #[arg(long, env = "WEIR_CATALOG", hide_env_values = true)]
+    catalog: Option<String>,
     /// The address to listen on (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:7878", env = "WEIR_LISTEN")]
     listen: SocketAddr,
@@ -51,6 +56,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = ServeConfig {
+        catalog: args.catalog,
         admin_token: args.admin_token,
         secret_key_file: args.secret_key_file,
         tls: args.tls_cert.zip(args.tls_key).map(|(cert, key)| TlsFiles { cert, key }),

@@ -37,6 +37,9 @@ pub use tls::TlsFiles;
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     pub data_dir: PathBuf,
+    /// The catalog: a PostgreSQL URL several nodes share; when unset, SQLite
+    /// in the data directory.
+    pub catalog: Option<String>,
     pub listen: SocketAddr,
     /// The admin token; when unset, one is generated at first start and shown once.
     pub admin_token: Option<String>,
@@ -60,6 +63,7 @@ impl ServeConfig {
     pub fn new(data_dir: PathBuf, listen: SocketAddr) -> Self {
         Self {
             data_dir,
+            catalog: None,
             listen,
             admin_token: None,
             secret_key_file: None,
@@ -89,6 +93,15 @@ const ADMIN_TOKEN_SETTING: &str = "admin_token_sha256";
 /// batch (within the shutdown deadline) before the process exits.
 pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let key_file = config.secret_key_file.clone().unwrap_or_else(|| default_key_file(&config.data_dir));
+    if config.catalog.is_some() && !key_file.exists() {
+        // A key generated here would seal what the other nodes cannot unseal.
+        anyhow::bail!(
+            "a shared catalog needs the same secret key on every node, and {} does not exist: make one \
+             (`openssl rand -hex 32 > weir.key; chmod 600 weir.key`), copy it to every node and start each with \
+             --secret-key-file weir.key",
+            key_file.display()
+        );
+    }
     let (keyring, generated) = Keyring::open(&key_file, config.secret_key_file.is_none())?;
     if generated {
         println!(
@@ -97,7 +110,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             key_file.display()
         );
     }
-    let catalog = Arc::new(Catalog::open_with_key(&config.data_dir, keyring)?);
+    let catalog = Arc::new(Catalog::open_at(config.catalog.as_deref(), &config.data_dir, keyring)?);
     let admin_token_sha256 = match &config.admin_token {
         Some(token) => token_sha256(token),
         None => match catalog.setting(ADMIN_TOKEN_SETTING)? {
@@ -105,9 +118,13 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             None => {
                 let token = new_token();
                 let sha = token_sha256(&token);
-                catalog.set_setting(ADMIN_TOKEN_SETTING, &sha)?;
-                println!("admin token (shown once, keep it safe; it creates tenants): {token}");
-                sha
+                // Nodes of a cluster starting together: the first one's token is the one.
+                if catalog.add_setting(ADMIN_TOKEN_SETTING, &sha)? {
+                    println!("admin token (shown once, keep it safe; it creates tenants): {token}");
+                    sha
+                } else {
+                    catalog.setting(ADMIN_TOKEN_SETTING)?.context("the admin token's setting")?
+                }
             }
         },
     };
