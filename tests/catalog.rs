@@ -57,6 +57,7 @@ macro_rules! contract {
 contract!(
     commit_is_compare_and_set_on_offsets,
     two_nodes_racing_for_a_partition_commit_each_range_once,
+    two_nodes_committing_other_partitions_of_one_table_both_commit,
     a_batch_commits_its_version_dead_letters_and_execution_together,
     tables_versions_and_compactions,
     the_schema_is_migrated_once_and_kept_across_opens,
@@ -193,6 +194,40 @@ fn two_nodes_racing_for_a_partition_commit_each_range_once(place: &Place) {
     assert_eq!(versions.len() as i64, ROUNDS);
     assert_eq!(versions.iter().map(|v| v.rows).sum::<u64>(), ROUNDS as u64 * 20, "no range committed twice");
     assert_eq!(catalog.executions("acme/events/p").unwrap().len() as i64, ROUNDS);
+}
+
+/// Two nodes, each holding its own partition of one topic, commit versions of
+/// the same table at the same moment, round after round: neither is refused
+/// (regression: both numbered their version `MAX + 1` and the second failed on
+/// the table's primary key, a failed attempt and a backoff), and the versions
+/// follow one another.
+fn two_nodes_committing_other_partitions_of_one_table_both_commit(place: &Place) {
+    const ROUNDS: i64 = 40;
+    let nodes = [Arc::new(place.open()), Arc::new(place.open())];
+    let barrier = Arc::new(Barrier::new(2));
+    let handles: Vec<_> = nodes
+        .iter()
+        .enumerate()
+        .map(|(n, catalog)| {
+            let (catalog, barrier) = (catalog.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                for round in 0..ROUNDS {
+                    let expected = (round > 0).then_some(round * 10);
+                    let ranges = [range(n as i32, round * 10, round * 10 + 9, expected)];
+                    barrier.wait();
+                    let committed = commit(&catalog, &ranges, Some(version(&format!("{n}-{round}"), 10, &["x"])));
+                    if let Err(e) = committed {
+                        panic!("node {n}, round {round}: {e}");
+                    }
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    let catalog = &nodes[0];
+    assert_eq!(catalog.offsets("acme/events/p", "t").unwrap(), BTreeMap::from([(0, ROUNDS * 10), (1, ROUNDS * 10)]));
+    let versions: Vec<i64> = catalog.versions("acme/events", "t").unwrap().iter().map(|v| v.version).collect();
+    assert_eq!(versions, (1..=2 * ROUNDS).collect::<Vec<_>>());
 }
 
 fn a_batch_commits_its_version_dead_letters_and_execution_together(place: &Place) {

@@ -26,7 +26,7 @@ fn table_root(data_dir: &Path, collection: &str, table: &str) -> PathBuf {
 /// Each version's sorted keys as weir reads them through the log.
 fn weir_keys(catalog: &Catalog, collection: &str, table: &str, version: i64, key: &str) -> Vec<Value> {
     let snapshot = tables::snapshot(catalog, collection, table, Some(version)).unwrap();
-    let rows = tables::sample(&snapshot, usize::MAX).unwrap();
+    let rows = tables::sample(catalog.store(), &snapshot, usize::MAX).unwrap();
     let mut keys: Vec<Value> = rows.iter().map(|r| r[key].clone()).collect();
     keys.sort_by_key(|k| k.to_string());
     keys
@@ -173,16 +173,20 @@ fn a_batch_may_add_a_column_and_any_other_change_is_refused_uncommitted() {
     assert_readers_see(&read, 2, &(0..6).map(|i| json!(i)).collect::<Vec<_>>());
     // The older rows read the new column as null; an export holds both.
     let snapshot = tables::snapshot(&catalog, "events", "t", None).unwrap();
-    let rows = tables::sample(&snapshot, 10).unwrap();
+    let rows = tables::sample(catalog.store(), &snapshot, 10).unwrap();
     assert_eq!((rows[0].get("extra"), &rows[5]["extra"]), (None, &json!("x")));
     let mut out = Vec::new();
-    assert_eq!(tables::export(&snapshot, &mut out).unwrap(), 6);
+    assert_eq!(tables::export(catalog.store(), &snapshot, &mut out).unwrap(), 6);
 
     // A type change is refused, naming the column and both types; nothing is committed.
     let err = commit(&catalog, 6..9, Some("y"), true).unwrap_err();
     assert!(err.to_string().contains("column `id` is long in the table, string in the batch"), "{err}");
     assert_eq!(catalog.versions("events", "t").unwrap().len(), 2);
-    assert_eq!(delta::latest(&root).unwrap(), Some(2), "no Delta commit for a refused batch");
+    assert_eq!(
+        delta::latest(catalog.store(), &delta::table_dir("events", "t")).unwrap(),
+        Some(2),
+        "no Delta commit for a refused batch"
+    );
     // Leaving a column out is a change too.
     let err = commit(&catalog, 6..9, None, false).unwrap_err();
     assert!(err.to_string().contains("column `extra` (string) is missing from the batch"), "{err}");
@@ -214,7 +218,7 @@ async fn a_declared_type_change_fails_the_batch_with_the_columns_and_commits_not
     assert_eq!(h.catalog.versions("events", "clicks").unwrap().len(), 1, "nothing committed");
     assert_eq!(h.catalog.offsets("events/read_clicks", "clicks").unwrap()[&0], 10, "the offsets stay");
     let root = table_root(h.dir.path(), "events", "clicks");
-    assert_eq!(delta::latest(&root).unwrap(), Some(1));
+    assert_eq!(delta::latest(h.catalog.store(), &delta::table_dir("events", "clicks")).unwrap(), Some(1));
     let files = std::fs::read_dir(&root)
         .unwrap()
         .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "parquet"))
@@ -301,8 +305,9 @@ fn vacuum_keeps_the_last_versions_readable_and_deletes_only_what_older_ones_read
     // The compacted file comes last in the log yet predates the new column: it
     // carries it as nulls, so weir's own reading keeps every column.
     let snapshot = tables::snapshot(&catalog, "events", "t", None).unwrap();
-    let columns: Vec<String> = tables::schema(&snapshot).unwrap().fields().iter().map(|f| f.name().clone()).collect();
+    let columns: Vec<String> =
+        tables::schema(catalog.store(), &snapshot).unwrap().fields().iter().map(|f| f.name().clone()).collect();
     assert_eq!(columns, ["id", "extra"]);
-    let rows = tables::sample(&snapshot, 100).unwrap();
+    let rows = tables::sample(catalog.store(), &snapshot, 100).unwrap();
     assert_eq!(rows.iter().filter(|r| r["extra"] == "new").count(), 12, "the added column's values survive");
 }

@@ -5,46 +5,16 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use common::peers::delta_py;
-use common::serve::{ADMIN, Body, Server, broker, declaration, event_ids};
+use common::serve::{ADMIN, Body, QUICK, Server, broker, declaration, event_ids, plugin_path, poll, registered};
 use common::stream::{clicks, produce};
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
-}
-
-fn plugin_path() -> String {
-    common::guest_path("read_clicks").display().to_string()
-}
-
-const QUICK: &str = "\"kafka.messages_rollover\" = 100\n\"kafka.time_rollover_seconds\" = 2";
-
-/// A tenant `acme` with collection `events` on `bootstrap` and the seed's publisher registered.
-fn registered(server: &Server, dir: &Path, bootstrap: &str) -> String {
-    let token = server.tenant("acme", json!({}));
-    // A short session: after a kill -9 the group waits out the dead member's session before it rebalances.
-    let settings = ["--client-setting", "session.timeout.ms=6000", "--client-setting", "heartbeat.interval.ms=500"];
-    let mut args = vec!["collection", "create", "events", "--bootstrap-servers", bootstrap];
-    args.extend(settings);
-    server.cli_ok(&token, &args);
-    let decl = declaration(dir, QUICK);
-    server.cli_ok(&token, &["publisher", "register", "events", decl.to_str().unwrap(), "--plugin", &plugin_path()]);
-    token
-}
-
-fn poll<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(found) = check() {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]

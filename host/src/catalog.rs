@@ -25,7 +25,7 @@ use crate::tables::evolve::evolve;
 mod control;
 mod db;
 mod sealed;
-pub use control::{Collection, PluginModule, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
+pub use control::{Collection, NodeRecord, PluginModule, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
 use db::{Db, Migration, Sql, Value, args};
 pub use sealed::Rotation;
 
@@ -83,7 +83,7 @@ pub struct NewVersion {
 /// One data file of a table version.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct DataFile {
-    /// Relative to the data directory.
+    /// Its key in the store (a path relative to the data directory, by default).
     pub path: String,
     pub size: u64,
     pub rows: u64,
@@ -361,13 +361,29 @@ const MIGRATIONS: &[Migration] = &[
     // 4: a token's lifecycle: a public id (the start of its hash), when it was
     // last used, when it expires, when it was revoked.
     control::TOKENS_MIGRATION,
+    // 5: the nodes of a cluster and their heartbeats.
+    control::NODES_MIGRATION,
 ];
 
 pub struct Catalog {
     db: Db,
     data_dir: PathBuf,
+    /// Where the files its versions name live (their paths are keys in it).
+    store: crate::store::Store,
     /// The key connections are sealed under; taken after the database where both are.
     secrets: RwLock<Keyring>,
+}
+
+/// The table's id, its row locked to the end of the transaction: of two nodes
+/// committing versions of one table at once, the second waits for the first,
+/// then numbers its version after the first's instead of colliding with it.
+/// (PostgreSQL; SQLite's write transactions run one at a time anyway.)
+fn lock_table(tx: &mut dyn Sql, collection: &str, table: &str) -> Result<i64, CatalogError> {
+    tx.query_one(
+        "UPDATE tables SET id = id WHERE collection = ?1 AND name = ?2 RETURNING id",
+        args![collection, table],
+    )?
+    .get(0)
 }
 
 pub fn now_ms() -> i64 {
@@ -409,13 +425,24 @@ impl Catalog {
                 });
             }
         };
-        let catalog = Self { db, data_dir: data_dir.to_path_buf(), secrets: RwLock::new(keyring) };
+        let store = crate::store::Store::local(data_dir);
+        let catalog = Self { db, data_dir: data_dir.to_path_buf(), store, secrets: RwLock::new(keyring) };
         catalog.reseal()?;
         Ok(catalog)
     }
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// The same catalog, its tables' files in `store` (by default, the data directory).
+    pub fn with_store(self, store: crate::store::Store) -> Self {
+        Self { store, ..self }
+    }
+
+    /// Where the tables' files and logs, and the uploaded modules, live.
+    pub fn store(&self) -> &crate::store::Store {
+        &self.store
     }
 
     /// Which database holds it: `SQLite` or `PostgreSQL`.
@@ -450,12 +477,7 @@ impl Catalog {
                      ON CONFLICT (collection, name) DO NOTHING",
                     args![batch.collection, &version.table, new_uuid(), now_ms()],
                 )?;
-                let table_id: i64 = tx
-                    .query_one(
-                        "SELECT id FROM tables WHERE collection = ?1 AND name = ?2",
-                        args![batch.collection, &version.table],
-                    )?
-                    .get(0)?;
+                let table_id = lock_table(tx, batch.collection, &version.table)?;
                 let next: i64 = tx
                     .query_one(
                         "SELECT COALESCE(MAX(version), 0) + 1 FROM table_versions WHERE table_id = ?1",
@@ -524,9 +546,7 @@ impl Catalog {
         removed: &[DataFile],
     ) -> Result<i64, CatalogError> {
         self.db.transaction(|tx| {
-            let table_id: i64 = tx
-                .query_one("SELECT id FROM tables WHERE collection = ?1 AND name = ?2", args![collection, table])?
-                .get(0)?;
+            let table_id = lock_table(tx, collection, table)?;
             let mut gone = std::collections::HashSet::new();
             for row in
                 tx.query("SELECT removed FROM table_versions WHERE table_id = ?1 AND removed != '[]'", args![table_id])?

@@ -124,8 +124,27 @@ pub type WorkerConsumer = StreamConsumer<WorkerContext>;
 ///   p50 / p99 with a 1 s time rollover fell from about 900 / 1,500 ms to
 ///   600 / 1,100 ms on the embedded broker and to 540 / 1,030 ms on Tansu.
 ///   An idle worker sends a fetch 10 times a second instead of twice.
-pub const CONSUMER_DEFAULTS: &[(&str, &str)] =
-    &[("fetch.queue.backoff.ms", "10"), ("queued.max.messages.kbytes", "4096"), ("fetch.wait.max.ms", "100")];
+/// * `session.timeout.ms` / `heartbeat.interval.ms`: how long the group waits for
+///   a member that stopped sending heartbeats before it gives its partitions to
+///   the others (45 s / 3 s by default). A node killed with -9 or cut off holds
+///   its partitions that long, so this bounds a cluster's failover. 6 s / 1 s:
+///   6 s is the least a stock broker accepts (`group.min.session.timeout.ms`).
+///   Kafka raised its default to 45 s (KIP-735) because a rebalance stalls
+///   consumers that process as they poll; for weir a spurious one costs one batch
+///   dropped and re-read, never a duplicate (the catalog's compare-and-set), and
+///   librdkafka sends heartbeats from its own thread, so a worker busy with a
+///   long batch does not miss them (a stuck worker is `max.poll.interval.ms`'s
+///   business, 5 min). Measured with three nodes on Tansu (tests/cluster.rs):
+///   kill -9 of a node → its partitions held by the others in 15.8 s at 10 s,
+///   see the README for 6 s. A broker that wants longer sessions: set it in the
+///   connection (`--client-setting session.timeout.ms=…`).
+pub const CONSUMER_DEFAULTS: &[(&str, &str)] = &[
+    ("fetch.queue.backoff.ms", "10"),
+    ("queued.max.messages.kbytes", "4096"),
+    ("fetch.wait.max.ms", "100"),
+    ("session.timeout.ms", "6000"),
+    ("heartbeat.interval.ms", "1000"),
+];
 
 /// A consumer for one publisher, subscribed to its topic.
 pub fn subscribe(

@@ -32,6 +32,7 @@ pub mod secrets;
 pub mod serve;
 pub mod source;
 pub mod stage;
+pub mod store;
 pub mod tables;
 pub mod tls;
 pub mod worker;

@@ -33,9 +33,9 @@ pub fn staged_file(collection: &str, publisher: &str, topic: &str, range: &Parti
 }
 
 /// `tables/<collection>/<table>/part-<digest of the offset ranges>-<random>.parquet`,
-/// relative to the data directory: named for what it holds, and unique to this
-/// attempt, so that two workers racing for a partition never write one file.
-pub fn table_file(collection: &str, table: &str, topic: &str, ranges: &[PartitionRange]) -> PathBuf {
+/// its key in the store: named for what it holds, and unique to this attempt,
+/// so that two workers racing for a partition never write one file.
+pub fn table_file(collection: &str, table: &str, topic: &str, ranges: &[PartitionRange]) -> String {
     let mut hasher = Sha256::new();
     hasher.update(topic.as_bytes());
     for r in ranges {
@@ -45,7 +45,7 @@ pub fn table_file(collection: &str, table: &str, topic: &str, ranges: &[Partitio
     let mut unique = [0u8; 6];
     getrandom::fill(&mut unique).expect("the system's random source works");
     let name = format!("part-{digest}-{}.parquet", hex::encode(unique));
-    crate::tables::delta::table_dir(collection, table).join(name)
+    format!("{}/{name}", crate::tables::delta::table_dir(collection, table))
 }
 
 /// The largest dictionary page a table's column keeps before it falls back to
@@ -67,6 +67,30 @@ pub enum Kind {
     /// without statistics, because encoding, compressing and min/max of every
     /// string cost more CPU than its bytes on disk; and not synced to disk.
     Staged,
+}
+
+impl Kind {
+    fn properties(self) -> WriterProperties {
+        match self {
+            Kind::Table => WriterProperties::builder()
+                .set_compression(Compression::ZSTD(ZstdLevel::default()))
+                .set_dictionary_page_size_limit(TABLE_DICTIONARY_PAGE_BYTES),
+            Kind::Staged => WriterProperties::builder()
+                .set_compression(Compression::UNCOMPRESSED)
+                .set_dictionary_enabled(false)
+                .set_statistics_enabled(EnabledStatistics::None),
+        }
+        .build()
+    }
+}
+
+/// `batches` as the bytes of one parquet file (a small one: a Delta checkpoint).
+pub fn parquet_bytes(schema: &SchemaRef, batches: &[RecordBatch], kind: Kind) -> anyhow::Result<Vec<u8>> {
+    let mut writer = ArrowWriter::try_new(Vec::new(), schema.clone(), Some(kind.properties()))?;
+    for batch in batches {
+        writer.write(batch)?;
+    }
+    Ok(writer.into_inner()?)
 }
 
 /// Writes `batches` as one parquet file, via a temporary name and a rename, so
@@ -104,16 +128,7 @@ impl ParquetFile {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
         let tmp = path.with_extension("parquet.tmp");
-        let props = match kind {
-            Kind::Table => WriterProperties::builder()
-                .set_compression(Compression::ZSTD(ZstdLevel::default()))
-                .set_dictionary_page_size_limit(TABLE_DICTIONARY_PAGE_BYTES),
-            Kind::Staged => WriterProperties::builder()
-                .set_compression(Compression::UNCOMPRESSED)
-                .set_dictionary_enabled(false)
-                .set_statistics_enabled(EnabledStatistics::None),
-        }
-        .build();
+        let props = kind.properties();
         let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
         let group_rows = props.max_row_group_row_count().unwrap_or(usize::MAX).max(1);
         let (writer, row_groups) = ArrowWriter::try_new(file, schema.clone(), Some(props))?.into_serialized_writer()?;
@@ -202,18 +217,22 @@ impl Drop for ParquetFile {
 }
 
 /// A batch's output table, written as the plugin makes it (the worker's
-/// [`OutputSink`]): `path`, relative to the data directory, opened at the first
+/// [`OutputSink`]): a local file, opened at the first
 /// write with that write's schema, as a Delta table can hold it ([`TableTypes`]).
 pub struct TableSink {
-    data_dir: PathBuf,
-    path: PathBuf,
+    /// Where the file is written.
+    local: PathBuf,
+    /// Its key in the store, once stored.
+    key: String,
     file: Option<(ParquetFile, TableTypes)>,
     rows: u64,
 }
 
 impl TableSink {
-    pub fn new(data_dir: &Path, path: PathBuf) -> Self {
-        Self { data_dir: data_dir.to_path_buf(), path, file: None, rows: 0 }
+    /// A file written at `local`, to be stored under `key` (the store's scratch
+    /// for it, [`crate::store::Store::scratch`]).
+    pub fn new(local: PathBuf, key: String) -> Self {
+        Self { local, key, file: None, rows: 0 }
     }
 
     pub fn rows(&self) -> u64 {
@@ -227,11 +246,10 @@ impl TableSink {
             _ => return Ok(None),
         };
         let footer = file.finish()?;
-        let path = self.data_dir.join(&self.path);
-        let size = std::fs::metadata(&path).with_context(|| format!("{}", path.display()))?.len();
+        let size = std::fs::metadata(&self.local).with_context(|| format!("{}", self.local.display()))?.len();
         Ok(Some(TableFile {
             file: DataFile {
-                path: self.path.display().to_string(),
+                path: self.key,
                 size,
                 rows: self.rows,
                 stats: Some(delta_stats(&footer, types.written())),
@@ -253,7 +271,7 @@ impl OutputSink for TableSink {
             Some(file) => file,
             None => {
                 let types = TableTypes::new(&frame.schema)?;
-                let file = ParquetFile::create(&self.data_dir.join(&self.path), types.written(), Kind::Table)?;
+                let file = ParquetFile::create(&self.local, types.written(), Kind::Table)?;
                 self.file.insert((file, types))
             }
         };
@@ -398,14 +416,14 @@ mod tests {
     #[test]
     fn a_table_sink_makes_no_file_for_no_rows() {
         let dir = tempfile::tempdir().unwrap();
-        let mut sink = TableSink::new(dir.path(), PathBuf::from("tables/c/t/part.parquet"));
+        let mut sink = TableSink::new(dir.path().join("tables/c/t/part.parquet"), "tables/c/t/part.parquet".into());
         let empty = rows(0, 0);
         sink.write("t", Frame { schema: empty.schema(), batches: vec![empty] }).unwrap();
         assert_eq!(sink.rows(), 0);
         assert!(sink.finish().unwrap().is_none());
         assert_eq!(std::fs::read_dir(dir.path().join("tables/c/t")).unwrap().count(), 0);
 
-        let mut sink = TableSink::new(dir.path(), PathBuf::from("tables/c/t/part.parquet"));
+        let mut sink = TableSink::new(dir.path().join("tables/c/t/part.parquet"), "tables/c/t/part.parquet".into());
         let some = rows(0, 3);
         sink.write("t", Frame { schema: some.schema(), batches: vec![some.clone(), some] }).unwrap();
         assert_eq!(sink.rows(), 6);

@@ -532,9 +532,11 @@ impl Batches {
         // batch staged to disk, so that the backoff before the next attempt holds no
         // memory; the retries read it back. (Kafka still has it if that fails too.)
         let mut in_memory = Some(partitions.into_iter().map(|p| p.rows).collect::<Vec<_>>());
-        let mut attempt = 0;
+        // `attempt` counts toward `max_attempts`; `tries`, every try, sets the backoff.
+        let (mut attempt, mut tries) = (0, 0);
         loop {
             attempt += 1;
+            tries += 1;
             let batches = match &in_memory {
                 Some(batches) => batches.clone(),
                 None => {
@@ -557,7 +559,9 @@ impl Batches {
                 Err(failure) => {
                     let error = format!("{:#}", failure.error);
                     tracing::warn!(publisher = %self.id, attempt, error = %error, "batch attempt failed");
-                    let last = attempt >= self.options.max_attempts;
+                    // An unreachable store is waited out, however long: the batch is not at fault.
+                    let unavailable = failure.error.chain().any(|e| e.is::<crate::store::Unavailable>());
+                    let last = !unavailable && attempt >= self.options.max_attempts;
                     if !last && let Some(batches) = in_memory.take() {
                         match self.stage(&staged, batches).await {
                             Ok(took) => timings.stage = ms(took),
@@ -571,7 +575,7 @@ impl Batches {
                     let backoff = self
                         .options
                         .first_backoff
-                        .saturating_mul(1 << (attempt - 1).min(16))
+                        .saturating_mul(1 << (tries - 1).min(16))
                         .min(self.options.max_backoff);
                     // An attempt that will be tried again is `retrying`; the last one `failed`.
                     let execution = self.execution(
@@ -598,6 +602,9 @@ impl Batches {
                     if last {
                         tracing::error!(publisher = %self.id, attempts = attempt, error = %error, "publisher failed; its offsets stay where they were");
                         return Outcome::Failed(WorkerExit::Failed(error));
+                    }
+                    if unavailable {
+                        attempt -= 1; // it does not count
                     }
                     let mut shutdown = self.shutdown.clone();
                     tokio::select! {
@@ -646,7 +653,6 @@ impl Batches {
         prior: &mut Option<oneshot::Receiver<()>>,
     ) -> Result<Attempt, Failure> {
         let p = &self.publisher;
-        let data_dir = self.node.catalog.data_dir().to_path_buf();
         let schema = self.decoder.output_schema().clone();
         let native = self.options.publish == PublishStage::NativeIdentity;
         let Input { batches, rows_in, decoding } = input;
@@ -658,7 +664,8 @@ impl Batches {
         // table's file as the plugin makes it.
         let t = Instant::now();
         let table = p.output_table();
-        let sink = stage::TableSink::new(&data_dir, stage::table_file(&p.collection, &table, &p.source.topic, ranges));
+        let key = stage::table_file(&p.collection, &table, &p.source.topic, ranges);
+        let sink = stage::TableSink::new(self.node.catalog.store().scratch(&key), key);
         let published = async {
             // Dead letters go out, acknowledged, before any offset past them is committed.
             let stored_dead: Vec<DeadLetter> = match &self.dead_letter_topic {
@@ -729,7 +736,11 @@ impl Batches {
             let (ranges, execution) = (ranges.to_vec(), execution.clone());
             tokio::task::spawn_blocking(move || -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
                 let written = output.map(stage::TableSink::finish).transpose()?.flatten();
-                let path = written.as_ref().map(|w| catalog.data_dir().join(&w.file.path));
+                // Stored before the commit that names it: nothing is committed without its file.
+                if let Some(w) = &written {
+                    catalog.store().upload(&w.file.path)?;
+                }
+                let key = written.as_ref().map(|w| w.file.path.clone());
                 let txns = ranges
                     .iter()
                     .map(|r| Txn { app_id: format!("{publisher}/{topic}/{}", r.partition), version: r.last + 1 })
@@ -746,9 +757,9 @@ impl Batches {
                     dead_letters: &stored_dead,
                 };
                 let committed = catalog.commit(&commit);
-                if let (Err(_), Some(path)) = (&committed, path) {
+                if let (Err(_), Some(key)) = (&committed, key) {
                     // Its name is this attempt's alone: nothing else will ever use it.
-                    let _ = std::fs::remove_file(path);
+                    let _ = catalog.store().delete(&key);
                 }
                 Ok(committed)
             })

@@ -34,7 +34,7 @@ pub fn commit_version(
         expected: (ids.start > 0).then_some(ids.start),
     };
     let path = weir::stage::table_file("events", "t", "topic", &[range]);
-    let mut sink = TableSink::new(catalog.data_dir(), path);
+    let mut sink = TableSink::new(catalog.store().scratch(&path), path);
     sink.write("t", weir::frames::Frame { schema: batch.schema(), batches: vec![batch] }).unwrap();
     let written = sink.finish().unwrap().unwrap();
     let execution = Execution {

@@ -5,6 +5,7 @@
 pub mod delta;
 pub mod peers;
 pub mod postgres;
+pub mod s3;
 pub mod serve;
 pub mod stream;
 pub mod tansu;
@@ -26,6 +27,17 @@ use weir::plugin::{Runtime, RuntimeConfig};
 /// A loopback port nothing listens on (yet).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// CPU time (user and system) the process `pid` has used so far.
+pub fn cpu_of(pid: u32) -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // utime and stime are fields 14 and 15; the command name before them may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf reads a constant of the running system.
+    let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(std::time::Duration::from_micros(ticks * 1_000_000 / per_s))
 }
 
 /// Waits until something accepts connections at `address`.

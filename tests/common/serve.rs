@@ -36,11 +36,17 @@ impl Server {
 
     /// The same, with more `weir serve` arguments.
     pub fn start_with(data_dir: &Path, args: &[&str]) -> Self {
+        Self::start_with_env(data_dir, args, &[])
+    }
+
+    /// The same, with more environment (a bucket's `AWS_*` settings).
+    pub fn start_with_env(data_dir: &Path, args: &[&str], env: &[(&str, String)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["serve", "--listen", "127.0.0.1:0", "--lag-interval", "1s", "--shutdown-deadline", "10s"])
             .arg("--data-dir")
             .arg(data_dir)
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env("WEIR_ADMIN_TOKEN", ADMIN)
             .env("RUST_LOG", "weir=warn")
             .stdout(Stdio::piped())
@@ -60,6 +66,11 @@ impl Server {
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
         Self { child, url, data_dir: data_dir.to_path_buf(), banner, ca_file: None }
+    }
+
+    /// The server's process id (to read its CPU time).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Sends SIGKILL: no graceful anything.
@@ -202,4 +213,40 @@ pub fn event_ids(parquet: &Path) -> Vec<String> {
         ids.extend(col.iter().flatten().map(str::to_string));
     }
     ids
+}
+
+pub fn plugin_path() -> String {
+    super::guest_path("read_clicks").display().to_string()
+}
+
+pub const QUICK: &str = "\"kafka.messages_rollover\" = 100\n\"kafka.time_rollover_seconds\" = 2";
+
+/// A tenant `acme` with collection `events` on `bootstrap` and the seed's publisher registered.
+pub fn registered(server: &Server, dir: &Path, bootstrap: &str) -> String {
+    // A short session: after a kill -9 the group waits out the dead member's session before it rebalances.
+    registered_with(server, dir, bootstrap, &["session.timeout.ms=6000", "heartbeat.interval.ms=500"])
+}
+
+/// The same, with these client settings (`KEY=VALUE`) on the connection.
+pub fn registered_with(server: &Server, dir: &Path, bootstrap: &str, settings: &[&str]) -> String {
+    let token = server.tenant("acme", json!({}));
+    let mut args = vec!["collection", "create", "events", "--bootstrap-servers", bootstrap];
+    for setting in settings {
+        args.extend(["--client-setting", setting]);
+    }
+    server.cli_ok(&token, &args);
+    let decl = declaration(dir, QUICK);
+    server.cli_ok(&token, &["publisher", "register", "events", decl.to_str().unwrap(), "--plugin", &plugin_path()]);
+    token
+}
+
+pub fn poll<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

@@ -6,6 +6,11 @@ delta-kernel-rs), Polars and deltalake (delta-rs). None of them is weir's code.
 prints one JSON object: for each version, each reader's row count and the
 sorted values of COLUMN; the latest version each reader sees; and, from
 deltalake, the stored transaction version of each APP_ID.
+
+TABLE_DIR may be s3://BUCKET/PREFIX/...: Polars and deltalake then read it
+from the bucket with the AWS_* environment (AWS_ENDPOINT_URL for an
+S3-compatible store). DuckDB reads S3 through its httpfs extension, which
+cannot be had here, so it reads local tables only.
 """
 
 import argparse
@@ -33,16 +38,25 @@ def read_duckdb(con, table, version, key):
     return sorted(r[0] for r in rows)
 
 
+def storage_options(table):
+    """The bucket's settings, from the environment, for a table in S3."""
+    if not table.startswith("s3://"):
+        return None
+    names = ["AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
 def read_polars(table, version, key):
     import polars as pl
 
-    return sorted(pl.scan_delta(table, version=version).select(key).collect()[key].to_list())
+    scan = pl.scan_delta(table, version=version, storage_options=storage_options(table))
+    return sorted(scan.select(key).collect()[key].to_list())
 
 
 def read_deltalake(table, version, key):
     import deltalake
 
-    t = deltalake.DeltaTable(table, version=version)
+    t = deltalake.DeltaTable(table, version=version, storage_options=storage_options(table))
     return sorted(t.to_pyarrow_table(columns=[key]).column(key).to_pylist())
 
 
@@ -58,17 +72,18 @@ def main():
 
     import deltalake
 
-    table = os.path.abspath(args.table)
-    latest = deltalake.DeltaTable(table)
+    table = args.table if args.table.startswith("s3://") else os.path.abspath(args.table)
+    latest = deltalake.DeltaTable(table, storage_options=storage_options(table))
     versions = [int(v) for v in args.versions.split(",") if v] or list(range(1, latest.version() + 1))
-    con = duckdb_connection()
+    con = None if storage_options(table) else duckdb_connection()
     out = {"latest": latest.version(), "versions": {}, "txn": {}, "schema": json.loads(latest.schema().to_json())}
     for v in versions:
         readers = {
-            "duckdb": read_duckdb(con, table, v, args.key),
             "polars": read_polars(table, v, args.key),
             "deltalake": read_deltalake(table, v, args.key),
         }
+        if con is not None:
+            readers["duckdb"] = read_duckdb(con, table, v, args.key)
         out["versions"][str(v)] = {name: {"rows": len(keys), "keys": keys} for name, keys in readers.items()}
     for app_id in args.txn:
         out["txn"][app_id] = latest.transaction_version(app_id)

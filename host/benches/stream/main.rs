@@ -168,13 +168,7 @@ impl Broker {
     /// embedded one, whose time counts in this process's.
     pub fn cpu(&self) -> Option<std::time::Duration> {
         let Self::Tansu(t) = self else { return None };
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", t.pid())).ok()?;
-        // utime and stime are fields 14 and 15; the command name before them may hold spaces.
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-        // SAFETY: sysconf reads a constant of the running system.
-        let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-        Some(std::time::Duration::from_micros(ticks * 1_000_000 / per_s))
+        common::cpu_of(t.pid())
     }
 
     pub fn name(&self) -> &'static str {

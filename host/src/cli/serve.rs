@@ -20,6 +20,11 @@ pub struct Args {
     /// Every node then needs the same --secret-key-file.
     #[arg(long, env = "WEIR_CATALOG", hide_env_values = true)]
     catalog: Option<String>,
+    /// Where tables (their files and Delta logs) and uploaded modules live, shared
+    /// by the nodes of a cluster: s3://BUCKET[/PREFIX], with the usual AWS_*
+    /// variables (AWS_ENDPOINT_URL for an S3-compatible store) [default: the data directory].
+    #[arg(long, env = "WEIR_STORE")]
+    store: Option<String>,
     /// The address to listen on (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:7878", env = "WEIR_LISTEN")]
     listen: SocketAddr,
@@ -52,17 +57,23 @@ pub struct Args {
     /// How often consumer lag is measured for /metrics.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     lag_interval: Duration,
+    /// How often this node picks up publishers registered, changed, paused or
+    /// deleted on other nodes of its catalog, and records its heartbeat.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    cluster_poll: Duration,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = ServeConfig {
         catalog: args.catalog,
+        store: args.store,
         admin_token: args.admin_token,
         secret_key_file: args.secret_key_file,
         tls: args.tls_cert.zip(args.tls_key).map(|(cert, key)| TlsFiles { cert, key }),
         memory_budget: args.memory_budget,
         max_module_bytes: args.max_module_size,
         lag_interval: args.lag_interval,
+        cluster_poll: args.cluster_poll,
         worker: WorkerOptions { shutdown_deadline: args.shutdown_deadline, ..WorkerOptions::default() },
         ..ServeConfig::new(args.data_dir, args.listen)
     };

@@ -61,7 +61,9 @@ async fn health(State(app): State<Arc<App>>) -> impl IntoResponse {
 }
 
 async fn metrics(_: Admin, State(app): State<Arc<App>>) -> impl IntoResponse {
-    let text = app.supervisor.metrics().render(&app.supervisor.counts());
+    let task_app = app.clone();
+    let nodes = tokio::task::spawn_blocking(move || super::cluster::metrics(&task_app)).await.unwrap_or_default();
+    let text = app.supervisor.metrics().render(&app.supervisor.counts(), &nodes);
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text)
 }
 

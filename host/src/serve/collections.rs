@@ -13,7 +13,6 @@ use super::App;
 use super::api::{body, check_name};
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
-use super::publishers;
 use crate::catalog::{Collection, Tenant};
 use crate::consume;
 use crate::source::KafkaConnection;
@@ -110,11 +109,9 @@ pub async fn delete(
             "collection `{name}` still has publishers: delete them first (`weir publisher delete {name}/NAME`)"
         )));
     }
-    let files = app.config.data_dir.join("tables").join(collection.scope());
-    if let Err(e) = std::fs::remove_dir_all(&files)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        tracing::warn!(path = %files.display(), error = %e, "removing a deleted collection's files");
+    let (task_app, files) = (app.clone(), format!("tables/{}", collection.scope()));
+    if let Ok(Err(e)) = tokio::task::spawn_blocking(move || task_app.catalog.store().delete_all(&files)).await {
+        tracing::warn!(error = %format!("{e:#}"), "removing a deleted collection's files");
     }
     Ok(Json(json!({ "deleted": name })))
 }
@@ -130,11 +127,8 @@ pub async fn set_connection(
     check_connection(&connection)?;
     let collection = find(&app, &tenant, &name)?;
     app.catalog.set_connection(&collection, &connection)?;
-    for publisher in app.catalog.publishers(&collection)? {
-        if !publisher.paused {
-            publishers::restart(&app, &publisher).await;
-        }
-    }
+    // A worker's fingerprint holds its connection: every node restarts them.
+    super::cluster::reconcile(&app).await;
     Ok(Json(view(&app, &find(&app, &tenant, &name)?)?))
 }
 

@@ -39,6 +39,27 @@ struct StateLabels {
     state: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    node: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HeldLabels {
+    node: String,
+    publisher: String,
+}
+
+/// A node of the cluster as the catalog last heard of it, for the metrics.
+#[derive(Debug, Clone)]
+pub struct ClusterNode {
+    pub id: String,
+    pub live: bool,
+    pub heartbeat_age_secs: f64,
+    /// Partitions it holds, by publisher (`tenant/group/collection/name`).
+    pub partitions: Vec<(String, i64)>,
+}
+
 pub struct Metrics {
     registry: Registry,
     batches_closed: Family<ReasonLabels, Counter>,
@@ -54,6 +75,9 @@ pub struct Metrics {
     registry_waiting: Family<PublisherLabels, Gauge>,
     batch_retrying: Family<PublisherLabels, Gauge>,
     broker_refused: Family<PublisherLabels, Gauge>,
+    node_live: Family<NodeLabels, Gauge>,
+    node_heartbeat_age: Family<NodeLabels, Gauge<f64, AtomicU64>>,
+    node_partitions: Family<HeldLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -73,6 +97,9 @@ impl Default for Metrics {
             registry_waiting: Family::default(),
             batch_retrying: Family::default(),
             broker_refused: Family::default(),
+            node_live: Family::default(),
+            node_heartbeat_age: Family::default(),
+            node_partitions: Family::default(),
             registry: Registry::default(),
         };
         registry.register("batches_closed", "Batches closed, by rollover reason", m.batches_closed.clone());
@@ -107,6 +134,21 @@ impl Default for Metrics {
             "broker_refused",
             "1 while the brokers refuse a publisher's client (credentials, SASL mechanism or TLS)",
             m.broker_refused.clone(),
+        );
+        registry.register(
+            "cluster_node_live",
+            "Each node of the cluster: 1 while its heartbeat is recent, 0 once it has gone silent",
+            m.node_live.clone(),
+        );
+        registry.register(
+            "cluster_node_heartbeat_age_seconds",
+            "Time since each node's last heartbeat",
+            m.node_heartbeat_age.clone(),
+        );
+        registry.register(
+            "cluster_partitions",
+            "Partitions each node's worker of each publisher holds (as its last heartbeat said)",
+            m.node_partitions.clone(),
         );
         Self { registry, ..m }
     }
@@ -174,11 +216,22 @@ impl Metrics {
             .set(lag);
     }
 
-    /// Renders the metrics, with the publishers counted by `states`.
-    pub fn render(&self, states: &[(&str, i64)]) -> String {
+    /// Renders the metrics, with this node's publishers counted by `states`,
+    /// and the cluster's `nodes`.
+    pub fn render(&self, states: &[(&str, i64)], nodes: &[ClusterNode]) -> String {
         self.publishers.clear();
         for (state, n) in states {
             self.publishers.get_or_create(&StateLabels { state: state.to_string() }).set(*n);
+        }
+        (self.node_live.clear(), self.node_heartbeat_age.clear(), self.node_partitions.clear());
+        for node in nodes {
+            let labels = NodeLabels { node: node.id.clone() };
+            self.node_live.get_or_create(&labels).set(i64::from(node.live));
+            self.node_heartbeat_age.get_or_create(&labels).set(node.heartbeat_age_secs);
+            for (publisher, held) in &node.partitions {
+                let labels = HeldLabels { node: node.id.clone(), publisher: publisher.clone() };
+                self.node_partitions.get_or_create(&labels).set(*held);
+            }
         }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");

@@ -6,6 +6,7 @@ mod admin;
 mod api;
 mod audit;
 mod auth;
+mod cluster;
 mod collections;
 mod error;
 mod metrics;
@@ -40,6 +41,10 @@ pub struct ServeConfig {
     /// The catalog: a PostgreSQL URL several nodes share; when unset, SQLite
     /// in the data directory.
     pub catalog: Option<String>,
+    /// Where tables (data files and Delta logs) and modules live: an object
+    /// store URL (`s3://bucket/prefix`) several nodes share; when unset, the
+    /// data directory.
+    pub store: Option<String>,
     pub listen: SocketAddr,
     /// The admin token; when unset, one is generated at first start and shown once.
     pub admin_token: Option<String>,
@@ -56,6 +61,9 @@ pub struct ServeConfig {
     pub check_timeout: Duration,
     /// How often consumer lag is measured for the metrics.
     pub lag_interval: Duration,
+    /// How often this node brings its workers to the catalog's publishers
+    /// (changes made on other nodes) and records its heartbeat.
+    pub cluster_poll: Duration,
     pub worker: WorkerOptions,
 }
 
@@ -64,6 +72,7 @@ impl ServeConfig {
         Self {
             data_dir,
             catalog: None,
+            store: None,
             listen,
             admin_token: None,
             secret_key_file: None,
@@ -72,6 +81,7 @@ impl ServeConfig {
             max_module_bytes: 64 << 20,
             check_timeout: Duration::from_secs(10),
             lag_interval: Duration::from_secs(15),
+            cluster_poll: Duration::from_secs(2),
             worker: WorkerOptions::default(),
         }
     }
@@ -85,6 +95,8 @@ pub struct App {
     pub admin_token_sha256: String,
     pub config: ServeConfig,
     pub audit: audit::Audit,
+    /// Held while the workers are brought to the catalog (`cluster::reconcile`).
+    pub control: tokio::sync::Mutex<()>,
 }
 
 const ADMIN_TOKEN_SETTING: &str = "admin_token_sha256";
@@ -110,7 +122,8 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             key_file.display()
         );
     }
-    let catalog = Arc::new(Catalog::open_at(config.catalog.as_deref(), &config.data_dir, keyring)?);
+    let store = crate::store::Store::open_at(config.store.as_deref(), &config.data_dir)?;
+    let catalog = Arc::new(Catalog::open_at(config.catalog.as_deref(), &config.data_dir, keyring)?.with_store(store));
     let admin_token_sha256 = match &config.admin_token {
         Some(token) => token_sha256(token),
         None => match catalog.setting(ADMIN_TOKEN_SETTING)? {
@@ -140,25 +153,33 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     };
     let supervisor = Supervisor::new(node, config.worker.clone(), Arc::new(Metrics::default()));
     let audit = audit::Audit::open(&config.data_dir)?;
-    let app = Arc::new(App { catalog, runtime, supervisor, admin_token_sha256, config: config.clone(), audit });
-
-    publishers::start_all(&app).await;
-    tokio::spawn(publishers::refresh_lag(app.clone()));
+    let control = tokio::sync::Mutex::new(());
+    let app =
+        Arc::new(App { catalog, runtime, supervisor, admin_token_sha256, config: config.clone(), audit, control });
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;
     let addr = listener.local_addr()?;
+    let scheme = if config.tls.is_some() { "https" } else { "http" };
+    let me = cluster::Identity::new(&format!("{scheme}://{addr}"), addr.port());
+    publishers::start_all(&app).await;
+    let cluster = tokio::spawn(cluster::run(app.clone(), me.clone()));
+    tokio::spawn(publishers::refresh_lag(app.clone()));
+
     let router = api::router(app.clone());
-    let data = config.data_dir.display();
+    let data = match &config.store {
+        Some(url) => format!("data in {}, tables in {url}", config.data_dir.display()),
+        None => format!("data in {}", config.data_dir.display()),
+    };
     match &config.tls {
         Some(files) => {
             let listener = tls::TlsListener::new(listener, files.clone())?;
-            println!("weir serve listening on https://{addr} (data in {data})");
+            println!("weir serve listening on https://{addr} ({data})");
             axum::serve(listener, router).with_graceful_shutdown(shutdown_signal()).await?;
         }
         None => {
-            println!("weir serve listening on http://{addr} (data in {data})");
+            println!("weir serve listening on http://{addr} ({data})");
             if !addr.ip().is_loopback() {
                 // Said once, at start.
                 eprintln!(
@@ -169,7 +190,12 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         }
     }
     tracing::info!("shutting down: committing the open batches");
+    // No reconcile starts a worker again once the stop has begun.
+    let held = app.control.lock().await;
+    cluster.abort();
     app.supervisor.stop_all().await;
+    drop(held);
+    cluster::leave(&app, &me).await;
     Ok(())
 }
 

@@ -1,8 +1,7 @@
 //! Module upload: size cap, sha256, validated and compiled once, stored
-//! content-addressed in `modules/<sha256>.wasm`. The same bytes uploaded
-//! twice are one module.
+//! content-addressed in `modules/<sha256>.wasm` (in the store: every node of
+//! a cluster loads it from there). The same bytes uploaded twice are one module.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -15,13 +14,12 @@ use serde_json::{Value, json};
 use super::App;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
-use crate::files::write_atomically;
 use crate::plugin::{Plugin, digest, human_bytes};
 
-/// Where a module lives: `modules/<hex>.wasm`, by its `sha256:<hex>` digest.
-fn module_path(app: &App, digest: &str) -> PathBuf {
+/// A module's key in the store: `modules/<hex>.wasm`, by its `sha256:<hex>` digest.
+fn module_key(digest: &str) -> String {
     let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
-    app.config.data_dir.join("modules").join(format!("{hex}.wasm"))
+    format!("modules/{hex}.wasm")
 }
 
 pub async fn upload(
@@ -43,14 +41,13 @@ pub async fn upload(
     if app.catalog.plugin(&tenant, &sha256)?.is_some() {
         return Ok((StatusCode::OK, Json(json!({ "sha256": sha256, "size": size, "new": false }))));
     }
-    let path = module_path(&app, &sha256);
+    let key = module_key(&sha256);
     let task_app = app.clone();
     tokio::task::spawn_blocking(move || -> ApiResult<()> {
         // Validates (component, world, import allow-list) and compiles into the artifact cache.
         task_app.runtime.load(&bytes).map_err(|e| ApiError::invalid(format!("the plugin was not accepted: {e}")))?;
-        if !path.exists() {
-            write_atomically(&path, &bytes, true).context("storing the module")?;
-        }
+        // The same bytes under the same name: whoever stored them first, they are these.
+        task_app.catalog.store().create(&key, bytes).context("storing the module")?;
         Ok(())
     })
     .await??;
@@ -65,7 +62,8 @@ pub async fn list(Caller(tenant): Caller, State(app): State<Arc<App>>) -> ApiRes
 
 /// Loads a stored module (from the artifact cache: compiled at upload). Blocking.
 pub fn load(app: &App, sha256: &str) -> anyhow::Result<Plugin> {
-    let path = module_path(app, sha256);
-    let bytes = std::fs::read(&path).with_context(|| format!("reading module {}", path.display()))?;
+    let store = app.catalog.store();
+    let key = module_key(sha256);
+    let bytes = store.get(&key)?.with_context(|| format!("module {} is missing", store.location(&key)))?;
     Ok(app.runtime.load(&bytes).with_context(|| format!("loading module {sha256}"))?)
 }

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::App;
 use super::api::body;
 use super::auth::Caller;
+use super::cluster;
 use super::collections::{self, check_broker};
 use super::error::{ApiError, ApiResult};
 use super::metrics::PublisherLabels;
@@ -79,46 +80,29 @@ fn build(app: &App, record: &PublisherRecord) -> anyhow::Result<StreamPublisher>
     })
 }
 
-/// Starts a registered publisher's worker, or records why it cannot start.
-async fn start(app: &Arc<App>, record: &PublisherRecord) {
+/// Starts a registered publisher's worker, or records why it cannot start
+/// (`fingerprint`: what it is started from, see [`cluster::fingerprint`]).
+pub(super) async fn start(app: &Arc<App>, record: &PublisherRecord, fingerprint: String) {
     let (task_app, task_record) = (app.clone(), record.clone());
     let built = tokio::task::spawn_blocking(move || build(&task_app, &task_record)).await;
     match built {
-        Ok(Ok(publisher)) => app.supervisor.start(record.key(), labels(record), publisher),
-        Ok(Err(e)) => app.supervisor.failed(record.key(), labels(record), format!("{e:#}")),
-        Err(e) => app.supervisor.failed(record.key(), labels(record), e.to_string()),
+        Ok(Ok(publisher)) => app.supervisor.start(record.key(), labels(record), publisher, fingerprint),
+        Ok(Err(e)) => app.supervisor.failed(record.key(), labels(record), format!("{e:#}"), fingerprint),
+        Err(e) => app.supervisor.failed(record.key(), labels(record), e.to_string(), fingerprint),
     }
 }
 
-/// Starts every registered publisher that is not paused (on boot).
+/// On boot: every table's Delta log gets what the catalog committed (a crash
+/// may have come between the two), then every publisher not paused starts.
 pub async fn start_all(app: &Arc<App>) {
-    // Every table's Delta log first has what the catalog committed (a crash may
-    // have come between the two).
     let catalog = app.catalog.clone();
     match tokio::task::spawn_blocking(move || crate::tables::delta::sync_all(&catalog)).await {
         Ok(Err(e)) => tracing::error!(error = %format!("{e:#}"), "bringing the Delta logs up to the catalog"),
         Err(e) => tracing::error!(error = %e, "bringing the Delta logs up to the catalog"),
         Ok(Ok(())) => {}
     }
-    let records = match app.catalog.all_publishers() {
-        Ok(records) => records,
-        Err(e) => {
-            tracing::error!(error = %e, "listing publishers on boot");
-            return;
-        }
-    };
-    for record in records.iter().filter(|r| !r.paused) {
-        start(app, record).await;
-    }
-    tracing::info!(publishers = records.len(), "publishers started");
-}
-
-/// Restarts a running publisher (after its connection changed).
-pub async fn restart(app: &Arc<App>, record: &PublisherRecord) {
-    app.supervisor.stop(&record.key()).await;
-    if let Some(fresh) = app.catalog.publisher(&record.collection, &record.name).ok().flatten() {
-        start(app, &fresh).await;
-    }
+    cluster::reconcile(app).await;
+    tracing::info!(publishers = app.supervisor.fingerprints().len(), "publishers started");
 }
 
 pub async fn register(
@@ -161,17 +145,11 @@ pub async fn register(
         None => None,
     };
 
-    if let Some(existing) = &existing {
-        app.supervisor.stop(&existing.key()).await;
-    }
     app.catalog.put_publisher(&collection, &name, &req.declaration, &digest, req.update)?;
+    // The same start as on boot and on every other node: from the record (an
+    // updated one restarts; one updated while paused stays paused).
+    cluster::reconcile(&app).await;
     let record = app.catalog.publisher(&collection, &name)?.expect("just registered");
-    if record.paused {
-        tracing::info!(publisher = %record.key(), "updated while paused: stays paused");
-    } else {
-        // The same start as on boot: from the record, with the plugin from the artifact cache.
-        start(&app, &record).await;
-    }
     let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
     let verb = if existing.is_some() { "updated" } else { "registered" };
     Ok((
@@ -357,6 +335,7 @@ pub async fn status(
         "size_rollover_bytes": rollover.size_bytes,
         "messages_rollover": rollover.messages,
         "worker": state(&app, &record),
+        "nodes": cluster::view(&app, &record.key()),
         "retrying": app.supervisor.retry(&record.key()),
         "broker_refused": app.supervisor.refused(&record.key()),
         "lag": lag_total,
@@ -373,8 +352,9 @@ pub async fn pause(
 ) -> ApiResult<Json<Value>> {
     let record = find(&app, &tenant, &collection, &name)?;
     app.catalog.set_paused(&record, true)?;
-    // Graceful: the open batch is committed within the shutdown deadline, or re-read on resume.
-    app.supervisor.stop(&record.key()).await;
+    // Graceful: the open batch is committed within the shutdown deadline, or re-read on
+    // resume. Here now; on the other nodes at their next poll.
+    cluster::reconcile(&app).await;
     Ok(Json(json!({ "publisher": format!("{collection}/{name}"), "state": "paused" })))
 }
 
@@ -384,10 +364,10 @@ pub async fn resume(
     Path((collection, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let record = find(&app, &tenant, &collection, &name)?;
+    // A failed worker restarts too: resuming is a new registration time.
     app.catalog.set_paused(&record, false)?;
-    app.supervisor.stop(&record.key()).await;
+    cluster::reconcile(&app).await;
     let record = find(&app, &tenant, &collection, &name)?;
-    start(&app, &record).await;
     Ok(Json(json!({ "publisher": format!("{collection}/{name}"), "state": state(&app, &record).name() })))
 }
 
@@ -397,8 +377,8 @@ pub async fn delete(
     Path((collection, name)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let record = find(&app, &tenant, &collection, &name)?;
-    app.supervisor.stop(&record.key()).await;
     app.catalog.delete_publisher(&record)?;
+    cluster::reconcile(&app).await;
     Ok(Json(json!({ "deleted": format!("{collection}/{name}") })))
 }
 

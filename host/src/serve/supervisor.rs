@@ -44,7 +44,7 @@ pub struct RefusedView {
 }
 
 /// What a publisher's worker is doing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
 pub enum WorkerState {
     /// Subscribed; `partitions` are the ones this node owns.
@@ -77,6 +77,9 @@ struct Running {
     refused: Arc<Mutex<Option<RefusedView>>>,
     publisher: Option<StreamPublisher>,
     labels: PublisherLabels,
+    /// What it was started from (see `cluster::fingerprint`): a registration
+    /// that changes it restarts the worker.
+    fingerprint: String,
 }
 
 pub struct Supervisor {
@@ -96,7 +99,7 @@ impl Supervisor {
     }
 
     /// Starts `publisher`'s worker under `key` (the caller stops any earlier one first).
-    pub fn start(&self, key: String, labels: PublisherLabels, publisher: StreamPublisher) {
+    pub fn start(&self, key: String, labels: PublisherLabels, publisher: StreamPublisher, fingerprint: String) {
         let state = Arc::new(Mutex::new(WorkerState::Consuming { partitions: vec![] }));
         let registry = Arc::new(Mutex::new(RegistryView::default()));
         let (stop, shutdown) = watch::channel(false);
@@ -182,21 +185,23 @@ impl Supervisor {
                 None => *state = WorkerState::Paused,
             }
         });
+        let publisher = Some(publisher);
         let running =
-            Running { stop, task: Some(task), state, registry, retry, refused, publisher: Some(publisher), labels };
+            Running { stop, task: Some(task), state, registry, retry, refused, publisher, labels, fingerprint };
         self.workers().insert(key, running);
     }
 
     /// Records a publisher that could not even start.
-    pub fn failed(&self, key: String, labels: PublisherLabels, error: String) {
+    pub fn failed(&self, key: String, labels: PublisherLabels, error: String, fingerprint: String) {
         tracing::error!(publisher = %key, %error, "publisher cannot start");
         self.metrics.publisher_failed(&labels);
         let (stop, _) = watch::channel(true);
         let state = Arc::new(Mutex::new(WorkerState::Failed { error }));
         let registry = Arc::default();
         let (retry, refused) = (Arc::default(), Arc::default());
-        self.workers()
-            .insert(key, Running { stop, task: None, state, registry, retry, refused, publisher: None, labels });
+        let running =
+            Running { stop, task: None, state, registry, retry, refused, publisher: None, labels, fingerprint };
+        self.workers().insert(key, running);
     }
 
     /// Stops a worker gracefully (its open batch is committed within the
@@ -214,6 +219,18 @@ impl Supervisor {
     pub async fn stop_all(&self) {
         let keys: Vec<String> = self.workers().keys().cloned().collect();
         futures::future::join_all(keys.iter().map(|k| self.stop(k))).await;
+    }
+
+    /// Every publisher this node has a worker for (running or failed), with
+    /// what each was started from.
+    pub fn fingerprints(&self) -> HashMap<String, String> {
+        self.workers().iter().map(|(k, r)| (k.clone(), r.fingerprint.clone())).collect()
+    }
+
+    /// Every worker's state, by publisher key: what this node's heartbeat tells the cluster.
+    pub fn states(&self) -> std::collections::BTreeMap<String, WorkerState> {
+        let workers = self.workers();
+        workers.iter().map(|(k, r)| (k.clone(), r.state.lock().unwrap_or_else(|e| e.into_inner()).clone())).collect()
     }
 
     /// The worker's state; `None` when this node runs no worker for `key`.

@@ -50,7 +50,9 @@ async fn snapshot(
     version: Option<i64>,
 ) -> ApiResult<Snapshot> {
     let scope = locate(app, tenant, collection, table)?;
-    Ok(tables::snapshot(&app.catalog, &scope, table, version)?)
+    // Reading the log may be requests to an object store: off the reactor.
+    let (app, table) = (app.clone(), table.to_string());
+    Ok(tokio::task::spawn_blocking(move || tables::snapshot(&app.catalog, &scope, &table, version)).await??)
 }
 
 pub async fn list(
@@ -70,16 +72,12 @@ pub async fn show(
     Path((collection, table)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let scope = locate(&app, &tenant, &collection, &table)?;
-    let (task_app, task_scope, task_table) = (app.clone(), scope.clone(), table.clone());
-    let snapshot =
-        tokio::task::spawn_blocking(move || tables::snapshot(&task_app.catalog, &task_scope, &task_table, None))
-            .await??;
-    let dir = app.catalog.data_dir().join(tables::delta::table_dir(&scope, &table));
-    let location = std::fs::canonicalize(&dir).unwrap_or(dir);
+    let snapshot = snapshot(&app, &tenant, &collection, &table, None).await?;
+    let location = app.catalog.store().location(&tables::delta::table_dir(&scope, &table));
     Ok(Json(json!({
         "table": format!("{collection}/{table}"),
         "format": "delta",
-        "location": location.display().to_string(),
+        "location": location,
         "version": snapshot.version,
         "rows": snapshot.rows,
         "files": snapshot.files.len(),
@@ -131,7 +129,7 @@ pub async fn schema(
     Query(at): Query<At>,
 ) -> ApiResult<Json<Value>> {
     let snapshot = snapshot(&app, &tenant, &collection, &table, at.version).await?;
-    let schema = tokio::task::spawn_blocking(move || tables::schema(&snapshot)).await??;
+    let schema = tokio::task::spawn_blocking(move || tables::schema(app.catalog.store(), &snapshot)).await??;
     let columns: Vec<Value> = schema
         .fields()
         .iter()
@@ -149,7 +147,7 @@ pub async fn sample(
     let snapshot = snapshot(&app, &tenant, &collection, &table, at.version).await?;
     let (version, total) = (snapshot.version, snapshot.rows);
     let limit = at.limit.unwrap_or(10).min(10_000);
-    let rows = tokio::task::spawn_blocking(move || tables::sample(&snapshot, limit)).await??;
+    let rows = tokio::task::spawn_blocking(move || tables::sample(app.catalog.store(), &snapshot, limit)).await??;
     Ok(Json(
         json!({ "table": format!("{collection}/{table}"), "version": version, "rows_in_version": total, "rows": rows }),
     ))
@@ -165,7 +163,7 @@ pub async fn export(
     let version = snapshot.version;
     let bytes = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
-        tables::export(&snapshot, &mut out).map(|_| out)
+        tables::export(app.catalog.store(), &snapshot, &mut out).map(|_| out)
     })
     .await??;
     let disposition = format!("attachment; filename=\"{table}-v{version}.parquet\"");

@@ -12,7 +12,6 @@
 //! [`CHECKPOINT_INTERVAL`] versions.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use anyhow::{Context as _, bail};
@@ -22,8 +21,9 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Value, json};
 
 use crate::catalog::{Catalog, DataFile, TableRecord, TableVersion};
-use crate::files::{Created, create_new_atomically, write_atomically};
+use crate::files::Created;
 use crate::stage::{self, Kind};
+use crate::store::Store;
 use crate::tables::types::{TableTypes, delta_schema, has_timestamp_ntz};
 
 /// Versions between checkpoints: opening a table reads the last checkpoint and
@@ -32,21 +32,21 @@ pub const CHECKPOINT_INTERVAL: i64 = 100;
 
 const ENGINE: &str = concat!("weir/", env!("CARGO_PKG_VERSION"));
 
-/// A table's directory, relative to the data directory.
-pub fn table_dir(collection: &str, table: &str) -> PathBuf {
-    Path::new("tables").join(collection).join(table)
+/// A table's directory: its key in the store (relative to the data directory, by default).
+pub fn table_dir(collection: &str, table: &str) -> String {
+    format!("tables/{collection}/{table}")
 }
 
-fn log_dir(table_dir: &Path) -> PathBuf {
-    table_dir.join("_delta_log")
+fn log_dir(table_dir: &str) -> String {
+    format!("{table_dir}/_delta_log")
 }
 
-fn commit_file(table_dir: &Path, version: i64) -> PathBuf {
-    log_dir(table_dir).join(format!("{version:020}.json"))
+fn commit_file(table_dir: &str, version: i64) -> String {
+    format!("{}/{version:020}.json", log_dir(table_dir))
 }
 
-fn checkpoint_file(table_dir: &Path, version: i64) -> PathBuf {
-    log_dir(table_dir).join(format!("{version:020}.checkpoint.parquet"))
+fn checkpoint_file(table_dir: &str, version: i64) -> String {
+    format!("{}/{version:020}.checkpoint.parquet", log_dir(table_dir))
 }
 
 /// The protocol a schema needs: the oldest readers can read it unless it
@@ -69,9 +69,8 @@ struct TableLog<'a> {
     record: TableRecord,
     /// `collection/table`, as its owner names it.
     name: String,
-    /// Relative to the data directory (data files are named so in the catalog).
-    dir: PathBuf,
-    root: PathBuf,
+    /// Its key in the store (data files are named so in the catalog).
+    dir: String,
 }
 
 impl TableLog<'_> {
@@ -94,10 +93,7 @@ impl TableLog<'_> {
             return Ok(schema.clone());
         }
         let file = first.files.first().context("version 1 has no file")?;
-        let path = self.catalog.data_dir().join(&file.path);
-        let reader = ParquetRecordBatchReaderBuilder::try_new(
-            std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?,
-        )?;
+        let reader = ParquetRecordBatchReaderBuilder::try_new(self.catalog.store().blob(&file.path)?)?;
         Ok(delta_schema(TableTypes::new(reader.schema())?.written()))
     }
 
@@ -162,14 +158,14 @@ impl TableLog<'_> {
     }
 }
 
-fn relative(dir: &Path, file: &DataFile) -> anyhow::Result<String> {
-    let relative = Path::new(&file.path)
-        .strip_prefix(dir)
-        .with_context(|| format!("data file {} is not inside its table's directory {}", file.path, dir.display()))?;
-    Ok(relative.to_string_lossy().into_owned())
+fn relative(dir: &str, file: &DataFile) -> anyhow::Result<String> {
+    let relative = file.path.strip_prefix(dir).and_then(|p| p.strip_prefix('/'));
+    let relative =
+        relative.with_context(|| format!("data file {} is not inside its table's directory {dir}", file.path))?;
+    Ok(relative.to_string())
 }
 
-fn add(dir: &Path, file: &DataFile, at_ms: i64, data_change: bool) -> anyhow::Result<Value> {
+fn add(dir: &str, file: &DataFile, at_ms: i64, data_change: bool) -> anyhow::Result<Value> {
     let stats = file.stats.clone().unwrap_or_else(|| json!({ "numRecords": file.rows }).to_string());
     Ok(json!({
         "path": relative(dir, file)?,
@@ -193,7 +189,7 @@ fn lines(actions: &[Value]) -> Vec<u8> {
 /// The newest Delta version of each table directory this process has written
 /// or found (so that a commit writes only what is new), each behind its own
 /// lock: one writer per table in this process, tables side by side.
-static KNOWN: LazyLock<Mutex<HashMap<PathBuf, Known>>> = LazyLock::new(Default::default);
+static KNOWN: LazyLock<Mutex<HashMap<String, Known>>> = LazyLock::new(Default::default);
 
 /// A table's newest written version, behind the lock its writers take.
 type Known = Arc<Mutex<Option<i64>>>;
@@ -213,18 +209,19 @@ pub struct Synced {
 /// a commit is only ever created, never overwritten.
 pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<Synced> {
     let Some(record) = catalog.table_record(collection, table)? else { return Ok(Synced::default()) };
+    let store = catalog.store();
     let dir = table_dir(collection, table);
-    let root = catalog.data_dir().join(&dir);
     let name = format!("{}/{table}", collection.split_once('/').map_or(collection, |(_, c)| c));
-    let log = TableLog { catalog, collection, table, record, name: name.clone(), dir, root: root.clone() };
+    let log = TableLog { catalog, collection, table, record, name: name.clone(), dir: dir.clone() };
     // One writer per table in this process; others (another process, a node) are
     // kept out of harm's way by put-if-absent.
-    let table_lock = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).entry(root.clone()).or_default().clone();
+    let table_lock = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).entry(store.location(&dir)).or_default().clone();
     let mut known = table_lock.lock().unwrap_or_else(|e| e.into_inner());
-    // What this process wrote last, while it is still there (one stat); else the log's newest.
+    // What this process wrote last, while it is still there (one look-up); else
+    // the log's newest. Commits another node wrote since are found written, the same.
     let mut newest = match *known {
-        Some(v) if commit_file(&root, v).exists() => v,
-        _ => newest_commit(&root)?.unwrap_or(-1),
+        Some(v) if store.exists(&commit_file(&dir, v))? => v,
+        _ => newest_commit(store, &dir)?.unwrap_or(-1),
     };
     let versions = catalog.versions_after(collection, table, newest.max(0))?;
     let mut synced = Synced { version: (newest >= 0).then_some(newest), ..Synced::default() };
@@ -233,7 +230,7 @@ pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<
         if first.version != 1 {
             bail!("table `{name}`: the catalog's first version is {}, not 1", first.version);
         }
-        synced.written += write_commit(&root, 0, &log.creation(first)?)? as usize;
+        synced.written += write_commit(store, &dir, 0, &log.creation(first)?)? as usize;
         newest = 0;
     }
     let after = newest;
@@ -241,8 +238,8 @@ pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<
         if v.version != newest + 1 {
             bail!("table `{name}`: the catalog skips from version {newest} to {}", v.version);
         }
-        let v = with_sizes(catalog.data_dir(), v)?;
-        synced.written += write_commit(&root, v.version, &log.version_actions(&v)?)? as usize;
+        let v = with_sizes(store, v)?;
+        synced.written += write_commit(store, &dir, v.version, &log.version_actions(&v)?)? as usize;
         newest = v.version;
         *known = Some(newest);
     }
@@ -250,7 +247,7 @@ pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<
     synced.version = Some(newest);
     // The newest checkpoint due (also after a crash that came between a commit and its checkpoint).
     let due = newest / CHECKPOINT_INTERVAL * CHECKPOINT_INTERVAL;
-    if due > 0 && !checkpoint_file(&root, due).exists() {
+    if due > 0 && !store.exists(&checkpoint_file(&dir, due))? {
         log.checkpoint(due)?;
         synced.checkpoints += 1;
     }
@@ -285,18 +282,17 @@ pub(crate) fn live_files(versions: &[TableVersion]) -> Vec<(&TableVersion, DataF
 }
 
 /// A file recorded without its size (before weir kept them), with it.
-pub(crate) fn with_size(data_dir: &Path, mut file: DataFile) -> anyhow::Result<DataFile> {
+pub(crate) fn with_size(store: &Store, mut file: DataFile) -> anyhow::Result<DataFile> {
     if file.size == 0 {
-        let path = data_dir.join(&file.path);
-        file.size = std::fs::metadata(&path).with_context(|| format!("data file {}", path.display()))?.len();
+        file.size = store.size(&file.path)?.with_context(|| format!("data file {} is missing", file.path))?;
     }
     Ok(file)
 }
 
 /// A version, its files with their sizes.
-fn with_sizes(data_dir: &Path, v: &TableVersion) -> anyhow::Result<TableVersion> {
+fn with_sizes(store: &Store, v: &TableVersion) -> anyhow::Result<TableVersion> {
     let mut v = v.clone();
-    v.files = v.files.into_iter().map(|f| with_size(data_dir, f)).collect::<anyhow::Result<_>>()?;
+    v.files = v.files.into_iter().map(|f| with_size(store, f)).collect::<anyhow::Result<_>>()?;
     Ok(v)
 }
 
@@ -304,17 +300,16 @@ fn with_sizes(data_dir: &Path, v: &TableVersion) -> anyhow::Result<TableVersion>
 /// already, byte for byte (anything else there is an error: weir did not write
 /// it). Its bytes are synced, its name not: a commit lost with its directory's
 /// last writes is written again, the same, by the next [`sync`].
-fn write_commit(root: &Path, version: i64, actions: &[Value]) -> anyhow::Result<bool> {
-    let path = commit_file(root, version);
+fn write_commit(store: &Store, dir: &str, version: i64, actions: &[Value]) -> anyhow::Result<bool> {
+    let key = commit_file(dir, version);
     let bytes = lines(actions);
-    match create_new_atomically(&path, &bytes)? {
+    match store.create(&key, bytes.clone().into())? {
         Created::Written => Ok(true),
         Created::AlreadyThere => {
-            let there = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-            if there != bytes {
+            if store.get(&key)?.as_deref() != Some(&bytes[..]) {
                 bail!(
                     "{} holds a commit weir did not write (another writer, or an edited log): move it aside, and weir writes version {version} as its catalog has it",
-                    path.display()
+                    store.location(&key)
                 );
             }
             Ok(false)
@@ -323,8 +318,8 @@ fn write_commit(root: &Path, version: i64, actions: &[Value]) -> anyhow::Result<
 }
 
 /// The newest commit in a table's log (`None`: no log yet).
-fn newest_commit(root: &Path) -> anyhow::Result<Option<i64>> {
-    Ok(log_files(root)?.commits.last().copied())
+fn newest_commit(store: &Store, dir: &str) -> anyhow::Result<Option<i64>> {
+    Ok(log_files(store, dir)?.commits.last().copied())
 }
 
 struct LogFiles {
@@ -332,17 +327,10 @@ struct LogFiles {
     checkpoints: Vec<i64>,
 }
 
-fn log_files(root: &Path) -> anyhow::Result<LogFiles> {
-    let dir = log_dir(root);
+fn log_files(store: &Store, dir: &str) -> anyhow::Result<LogFiles> {
     let mut files = LogFiles { commits: Vec::new(), checkpoints: Vec::new() };
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(files),
-        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
-    };
-    for entry in entries {
-        let name = entry?.file_name();
-        let name = name.to_string_lossy();
+    for entry in store.list(&log_dir(dir))? {
+        let name = entry.name;
         if let Some(v) = name.strip_suffix(".json").and_then(|n| n.parse().ok()) {
             files.commits.push(v);
         } else if let Some(v) = name.strip_suffix(".checkpoint.parquet").and_then(|n| n.parse().ok()) {
@@ -437,7 +425,7 @@ impl TableLog<'_> {
             }
         }
         for (added_by, file) in live_files(&versions) {
-            let file = with_size(self.catalog.data_dir(), file)?;
+            let file = with_size(self.catalog.store(), file)?;
             actions.push(json!({ "add": add(&self.dir, &file, added_by.created_at_ms, false)? }));
         }
         actions.extend(txns.into_values().map(|txn| json!({ "txn": txn })));
@@ -451,9 +439,11 @@ impl TableLog<'_> {
         let mut decoder = arrow::json::ReaderBuilder::new(schema.clone()).build_decoder()?;
         decoder.serialize(&actions)?;
         let batch = decoder.flush()?.context("a checkpoint has actions")?;
-        stage::write_parquet(&checkpoint_file(&self.root, version), &schema, &[batch], Kind::Table)?;
+        let store = self.catalog.store();
+        store
+            .put(&checkpoint_file(&self.dir, version), stage::parquet_bytes(&schema, &[batch], Kind::Table)?.into())?;
         let hint = json!({ "version": version, "size": actions.len() });
-        write_atomically(&log_dir(&self.root).join("_last_checkpoint"), hint.to_string().as_bytes(), true)
+        store.put(&format!("{}/_last_checkpoint", log_dir(&self.dir)), hint.to_string().into())
     }
 }
 
@@ -476,15 +466,15 @@ pub enum ReplayError {
     Read(#[from] anyhow::Error),
 }
 
-/// The newest version of a table's log.
-pub fn latest(root: &Path) -> anyhow::Result<Option<i64>> {
-    newest_commit(root)
+/// The newest version of the log of the table at `dir`.
+pub fn latest(store: &Store, dir: &str) -> anyhow::Result<Option<i64>> {
+    newest_commit(store, dir)
 }
 
-/// The table at `root` as of `version` (default: its latest): the newest
+/// The table at `dir` as of `version` (default: its latest): the newest
 /// checkpoint at or before it, then each commit after, adds and removes in order.
-pub fn replay(root: &Path, version: Option<i64>) -> Result<LogState, ReplayError> {
-    let files = log_files(root)?;
+pub fn replay(store: &Store, dir: &str, version: Option<i64>) -> Result<LogState, ReplayError> {
+    let files = log_files(store, dir)?;
     let latest = *files.commits.last().ok_or(ReplayError::NoLog)?;
     let version = version.unwrap_or(latest);
     if files.commits.binary_search(&version).is_err() {
@@ -493,16 +483,16 @@ pub fn replay(root: &Path, version: Option<i64>) -> Result<LogState, ReplayError
     let mut state: Vec<(String, u64)> = Vec::new();
     let from = match files.checkpoints.iter().rev().find(|c| **c <= version) {
         Some(&cp) => {
-            state = checkpointed_files(&checkpoint_file(root, cp))?;
+            state = checkpointed_files(store, &checkpoint_file(dir, cp))?;
             cp + 1
         }
         None => 0,
     };
     for v in from..=version {
-        let path = commit_file(root, v);
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let action: Value = serde_json::from_str(line).with_context(|| format!("{}: not JSON", path.display()))?;
+        let key = commit_file(dir, v);
+        let text = store.get(&key)?.with_context(|| format!("{} is missing", store.location(&key)))?;
+        for line in text.split(|b| *b == b'\n').filter(|l| !l.trim_ascii().is_empty()) {
+            let action: Value = serde_json::from_slice(line).with_context(|| format!("{key}: not JSON"))?;
             if let Some(add) = action.get("add") {
                 let path = add["path"].as_str().unwrap_or_default().to_string();
                 state.retain(|(p, _)| *p != path);
@@ -519,15 +509,14 @@ fn rows_of(stats: Option<&str>) -> u64 {
     stats.and_then(|s| serde_json::from_str::<Value>(s).ok()).and_then(|s| s["numRecords"].as_u64()).unwrap_or(0)
 }
 
-fn checkpointed_files(path: &Path) -> anyhow::Result<Vec<(String, u64)>> {
-    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)?.build()?;
+fn checkpointed_files(store: &Store, path: &str) -> anyhow::Result<Vec<(String, u64)>> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(store.blob(path)?)?.build()?;
     let mut files = Vec::new();
     for batch in reader {
         let batch: RecordBatch = batch?;
         let add = batch.column_by_name("add").context("a checkpoint has an `add` column")?.as_struct();
         let (paths, stats) = (add.column_by_name("path"), add.column_by_name("stats"));
-        let (Some(paths), Some(stats)) = (paths, stats) else { bail!("{}: `add` lacks path or stats", path.display()) };
+        let (Some(paths), Some(stats)) = (paths, stats) else { bail!("{path}: `add` lacks path or stats") };
         let (paths, stats) = (paths.as_string::<i32>(), stats.as_string::<i32>());
         for row in (0..add.len()).filter(|i| add.is_valid(*i)) {
             files.push((paths.value(row).to_string(), rows_of(stats.is_valid(row).then(|| stats.value(row)))));

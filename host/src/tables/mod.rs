@@ -1,9 +1,7 @@
 //! Tables: what a table can hold (`types`, `evolve`), its Delta log
 //! (`delta`), and reading committed versions through that log.
 
-use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -14,6 +12,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 use crate::catalog::{Catalog, CatalogError};
+use crate::store::{Blob, Store};
 
 pub mod delta;
 pub mod evolve;
@@ -32,7 +31,7 @@ pub enum TableError {
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error("reading {path}: {detail}")]
-    Read { path: PathBuf, detail: String },
+    Read { path: String, detail: String },
     #[error("writing the export: {0}")]
     Write(String),
 }
@@ -42,8 +41,8 @@ pub enum TableError {
 pub struct Snapshot {
     pub version: i64,
     pub rows: u64,
-    /// Absolute paths, oldest first.
-    pub files: Vec<PathBuf>,
+    /// Their keys in the store, oldest first.
+    pub files: Vec<String>,
 }
 
 /// The table `collection/table` as of `version` (default: the latest), read
@@ -59,12 +58,12 @@ pub fn snapshot(
     if let Err(e) = delta::sync(catalog, collection, table) {
         tracing::warn!(table, error = %format!("{e:#}"), "bringing the Delta log up to the catalog");
     }
-    let root = catalog.data_dir().join(delta::table_dir(collection, table));
-    let state = match delta::replay(&root, version) {
+    let (store, dir) = (catalog.store(), delta::table_dir(collection, table));
+    let state = match delta::replay(store, &dir, version) {
         // Delta version 0 is the table's creation; weir's versions start at 1.
         Ok(state) if state.version == 0 && version.is_none() => return Err(TableError::Empty(table.into())),
         Ok(state) if state.version == 0 => {
-            let latest = delta::latest(&root).ok().flatten().unwrap_or(0);
+            let latest = delta::latest(store, &dir).ok().flatten().unwrap_or(0);
             return Err(TableError::NoVersion { table: table.into(), version: 0, latest });
         }
         Ok(state) => state,
@@ -72,29 +71,29 @@ pub fn snapshot(
         Err(ReplayError::NoVersion { version, latest }) => {
             return Err(TableError::NoVersion { table: table.into(), version, latest });
         }
-        Err(ReplayError::Read(e)) => return Err(read_error(&root, format!("{e:#}"))),
+        Err(ReplayError::Read(e)) => return Err(read_error(&store.location(&dir), format!("{e:#}"))),
     };
     Ok(Snapshot {
         version: state.version,
         rows: state.files.iter().map(|(_, rows)| rows).sum(),
-        files: state.files.iter().map(|(path, _)| root.join(path)).collect(),
+        files: state.files.iter().map(|(path, _)| format!("{dir}/{path}")).collect(),
     })
 }
 
-fn read_error(path: &Path, e: impl std::fmt::Display) -> TableError {
-    TableError::Read { path: path.to_path_buf(), detail: e.to_string() }
+fn read_error(path: &str, e: impl std::fmt::Display) -> TableError {
+    TableError::Read { path: path.to_string(), detail: e.to_string() }
 }
 
-fn open(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, TableError> {
-    let file = File::open(path).map_err(|e| read_error(path, e))?;
-    ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| read_error(path, e))
+fn open(store: &Store, key: &str) -> Result<ParquetRecordBatchReaderBuilder<Blob>, TableError> {
+    let blob = store.blob(key).map_err(|e| read_error(key, format!("{e:#}")))?;
+    ParquetRecordBatchReaderBuilder::try_new(blob).map_err(|e| read_error(key, e))
 }
 
 /// Every batch of the snapshot, file after file.
-fn batches(snapshot: &Snapshot) -> impl Iterator<Item = Result<RecordBatch, TableError>> + '_ {
-    snapshot.files.iter().flat_map(|path| {
+fn batches<'a>(store: &'a Store, snapshot: &'a Snapshot) -> impl Iterator<Item = Result<RecordBatch, TableError>> + 'a {
+    snapshot.files.iter().flat_map(move |path| {
         let batches: Box<dyn Iterator<Item = _>> =
-            match open(path).and_then(|b| b.build().map_err(|e| read_error(path, e))) {
+            match open(store, path).and_then(|b| b.build().map_err(|e| read_error(path, e))) {
                 Ok(reader) => Box::new(reader.map(move |b| b.map_err(|e| read_error(path, e)))),
                 Err(e) => Box::new(std::iter::once(Err(e))),
             };
@@ -104,16 +103,16 @@ fn batches(snapshot: &Snapshot) -> impl Iterator<Item = Result<RecordBatch, Tabl
 
 /// The schema of the snapshot's newest file (a batch has every column of the
 /// versions before it).
-pub fn schema(snapshot: &Snapshot) -> Result<SchemaRef, TableError> {
+pub fn schema(store: &Store, snapshot: &Snapshot) -> Result<SchemaRef, TableError> {
     let newest = snapshot.files.last().ok_or_else(|| TableError::Write("the version has no files".into()))?;
-    Ok(open(newest)?.schema().clone())
+    Ok(open(store, newest)?.schema().clone())
 }
 
 /// The snapshot's first `limit` rows, as JSON objects.
-pub fn sample(snapshot: &Snapshot, limit: usize) -> Result<Vec<serde_json::Value>, TableError> {
+pub fn sample(store: &Store, snapshot: &Snapshot, limit: usize) -> Result<Vec<serde_json::Value>, TableError> {
     let mut writer = ArrayWriter::new(Vec::new());
     let mut taken = 0;
-    for batch in batches(snapshot) {
+    for batch in batches(store, snapshot) {
         if taken >= limit {
             break;
         }
@@ -131,13 +130,13 @@ pub fn sample(snapshot: &Snapshot, limit: usize) -> Result<Vec<serde_json::Value
 }
 
 /// Writes the snapshot as one parquet file; returns the rows written.
-pub fn export(snapshot: &Snapshot, out: impl Write + Send) -> Result<u64, TableError> {
+pub fn export(store: &Store, snapshot: &Snapshot, out: impl Write + Send) -> Result<u64, TableError> {
     let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())).build();
-    let schema = export_schema(snapshot)?;
+    let schema = export_schema(store, snapshot)?;
     let mut writer =
         ArrowWriter::try_new(out, schema.clone(), Some(props)).map_err(|e| TableError::Write(e.to_string()))?;
     let mut rows = 0;
-    for batch in read_batches(snapshot, &schema) {
+    for batch in read_batches(store, snapshot, &schema) {
         let batch = batch?;
         rows += batch.num_rows() as u64;
         writer.write(&batch).map_err(|e| TableError::Write(e.to_string()))?;
@@ -148,11 +147,11 @@ pub fn export(snapshot: &Snapshot, out: impl Write + Send) -> Result<u64, TableE
 
 /// The newest file's schema; if an older file lacks one of its columns (the
 /// table gained it later), that column as nullable.
-pub(crate) fn export_schema(snapshot: &Snapshot) -> Result<SchemaRef, TableError> {
-    let newest = schema(snapshot)?;
+pub(crate) fn export_schema(store: &Store, snapshot: &Snapshot) -> Result<SchemaRef, TableError> {
+    let newest = schema(store, snapshot)?;
     let mut missing = std::collections::HashSet::new();
     for path in &snapshot.files {
-        let file = open(path)?;
+        let file = open(store, path)?;
         let names: Vec<&str> = file.schema().fields().iter().map(|f| f.name().as_str()).collect();
         missing
             .extend(newest.fields().iter().filter(|f| !names.contains(&f.name().as_str())).map(|f| f.name().clone()));
@@ -176,10 +175,11 @@ pub(crate) fn export_schema(snapshot: &Snapshot) -> Result<SchemaRef, TableError
 
 /// Every batch of the snapshot, file after file, with `schema`'s columns.
 pub(crate) fn read_batches<'a>(
+    store: &'a Store,
     snapshot: &'a Snapshot,
     schema: &'a SchemaRef,
 ) -> impl Iterator<Item = Result<RecordBatch, TableError>> + 'a {
-    batches(snapshot).map(|batch| conform(batch?, schema).map_err(|e| TableError::Write(e.to_string())))
+    batches(store, snapshot).map(|batch| conform(batch?, schema).map_err(|e| TableError::Write(e.to_string())))
 }
 
 /// `batch` with `schema`'s columns: a file from before the table gained a

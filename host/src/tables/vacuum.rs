@@ -11,14 +11,13 @@
 //! ever loses a file it reads.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::catalog::{Catalog, DataFile, TableVersion};
 use crate::stage::{ParquetFile, table_file};
+use crate::store::Store;
 use arrow::datatypes::SchemaRef;
 
 use crate::tables::{self, Snapshot, delta, export_schema, read_batches};
@@ -52,19 +51,18 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
     let mut done = Vacuumed { kept_from, latest, ..Vacuumed::default() };
 
     // (1) What no kept version reads.
-    let data_dir = catalog.data_dir();
+    let store = catalog.store();
     let mut doomed: Vec<String> = versions
         .iter()
         .filter(|v| v.version <= kept_from)
         .flat_map(|v| v.removed.iter().map(|f| f.path.clone()))
         .collect();
-    doomed.extend(orphans(data_dir, &delta::table_dir(collection, table), &versions)?);
-    for path in doomed {
-        let path = data_dir.join(path);
-        if let Ok(meta) = std::fs::metadata(&path) {
-            std::fs::remove_file(&path).with_context(|| format!("deleting {}", path.display()))?;
+    doomed.extend(orphans(store, &delta::table_dir(collection, table), &versions)?);
+    for key in doomed {
+        if let Some(size) = store.size(&key)? {
+            store.delete(&key)?;
             done.deleted_files += 1;
-            done.deleted_bytes += meta.len();
+            done.deleted_bytes += size;
         }
     }
 
@@ -72,7 +70,7 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
     let small: Vec<DataFile> = delta::live_files(&versions)
         .into_iter()
         .filter(|(added_by, _)| added_by.version < kept_from)
-        .map(|(_, f)| delta::with_size(data_dir, f))
+        .map(|(_, f)| delta::with_size(store, f))
         .filter(|f| f.as_ref().map_or(true, |f| f.size < SMALL_FILE_BYTES))
         .collect::<anyhow::Result<_>>()?;
     if small.len() < 2 {
@@ -80,7 +78,7 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
     }
     // Every compacted file has all the table's columns (nulls where its rows
     // predate one), so the newest file still names every column.
-    let columns = export_schema(&tables::snapshot(catalog, collection, table, None)?)?;
+    let columns = export_schema(store, &tables::snapshot(catalog, collection, table, None)?)?;
     let mut groups: Vec<Vec<DataFile>> = vec![Vec::new()];
     let mut bytes = 0;
     for file in small {
@@ -95,7 +93,7 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
     let groups: Vec<Vec<DataFile>> = groups.into_iter().filter(|g| g.len() > 1).collect();
     let mut added = Vec::new();
     for group in &groups {
-        added.push(compact(data_dir, collection, table, group, &columns)?);
+        added.push(compact(store, collection, table, group, &columns)?);
     }
     let removed: Vec<DataFile> = groups.into_iter().flatten().collect();
     let version = catalog.commit_compaction(collection, table, &added, &removed);
@@ -103,7 +101,7 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
         Ok(version) => version,
         Err(e) => {
             for file in &added {
-                let _ = std::fs::remove_file(data_dir.join(&file.path));
+                let _ = store.delete(&file.path);
             }
             return Err(e.into());
         }
@@ -117,7 +115,7 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
 
 /// One file with the rows of `files`, in order, with the table's columns.
 fn compact(
-    data_dir: &Path,
+    store: &Store,
     collection: &str,
     table: &str,
     files: &[DataFile],
@@ -126,41 +124,33 @@ fn compact(
     let snapshot = Snapshot {
         version: 0,
         rows: files.iter().map(|f| f.rows).sum(),
-        files: files.iter().map(|f| data_dir.join(&f.path)).collect(),
+        files: files.iter().map(|f| f.path.clone()).collect(),
     };
-    let path = table_file(collection, table, "compacted", &[]);
-    let mut out = ParquetFile::create(&data_dir.join(&path), schema, crate::stage::Kind::Table)?;
+    let key = table_file(collection, table, "compacted", &[]);
+    let mut out = ParquetFile::create(&store.scratch(&key), schema, crate::stage::Kind::Table)?;
     let mut rows = 0;
-    for batch in read_batches(&snapshot, schema) {
+    for batch in read_batches(store, &snapshot, schema) {
         let batch = batch?;
         rows += batch.num_rows() as u64;
         out.write(&[batch])?;
     }
     let footer = out.finish()?;
-    let size = std::fs::metadata(data_dir.join(&path))?.len();
+    let size = store.upload(&key)?;
     let stats = crate::tables::stats::delta_stats(&footer, schema);
-    Ok(DataFile { path: path.display().to_string(), size, rows, stats: Some(stats) })
+    Ok(DataFile { path: key, size, rows, stats: Some(stats) })
 }
 
 /// Parquet files in the table's directory that no version names, old enough
 /// not to be a batch in the middle of its commit.
-fn orphans(data_dir: &Path, table_dir: &Path, versions: &[TableVersion]) -> anyhow::Result<Vec<String>> {
+fn orphans(store: &Store, table_dir: &str, versions: &[TableVersion]) -> anyhow::Result<Vec<String>> {
     let named: HashSet<&str> =
         versions.iter().flat_map(|v| v.files.iter().chain(&v.removed)).map(|f| f.path.as_str()).collect();
-    let dir = data_dir.join(table_dir);
     let mut found = Vec::new();
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(found),
-        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
-    };
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let path = table_dir.join(&name).display().to_string();
-        let old = entry.metadata()?.modified()?.elapsed().unwrap_or_default() >= ORPHAN_AGE;
-        if name.ends_with(".parquet") && !named.contains(path.as_str()) && old {
-            found.push(path);
+    for entry in store.list(table_dir)? {
+        let key = format!("{table_dir}/{}", entry.name);
+        let old = entry.modified.elapsed().unwrap_or_default() >= ORPHAN_AGE;
+        if entry.name.ends_with(".parquet") && !named.contains(key.as_str()) && old {
+            found.push(key);
         }
     }
     Ok(found)

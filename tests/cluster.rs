@@ -1,0 +1,302 @@
+//! Several `weir serve` processes on one PostgreSQL catalog and one bucket
+//! (throwaway servers: PostgreSQL from Debian, moto's S3) are one cluster,
+//! each node with a data directory of its own, as on separate machines. A
+//! publisher registered, paused, resumed or deleted on any node is so on
+//! every node; Kafka's consumer group splits its partitions between them; a
+//! node killed with -9 loses nothing (its partitions move to the others, which
+//! resume from the catalog's offsets) and is shown as silent; every message
+//! lands in the table exactly once, as an independent Delta reader finds it in
+//! the bucket; a storage outage holds batches back and loses nothing.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use common::peers::delta_py_with;
+use common::postgres::Postgres;
+use common::s3::S3;
+use common::serve::{Server, broker, event_ids, poll, registered_with};
+use common::stream::{clicks, produce};
+use common::tansu::Tansu;
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
+fn status(node: &Server, token: &str) -> Value {
+    node.cli_json(token, &["publisher", "status", "events/read_clicks"])
+}
+
+/// What `publisher status` on `node` says each live node holds: node id → partitions.
+fn holdings(node: &Server, token: &str) -> Vec<(String, Vec<i64>)> {
+    status(node, token)["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|n| n["live"] == true && n["state"] == "consuming")
+        .map(|n| {
+            let partitions = n["partitions"].as_array().unwrap().iter().map(|p| p.as_i64().unwrap()).collect();
+            (n["node"].as_str().unwrap().to_string(), partitions)
+        })
+        .collect()
+}
+
+/// Every one of `partitions` held by exactly one of `nodes` live nodes, each holding some.
+fn split_between(node: &Server, token: &str, nodes: usize, partitions: i64) -> Option<Vec<(String, Vec<i64>)>> {
+    let held = holdings(node, token);
+    let all: Vec<i64> = held.iter().flat_map(|(_, p)| p.clone()).collect();
+    let distinct: BTreeSet<i64> = all.iter().copied().collect();
+    let whole = distinct == (0..partitions).collect() && all.len() == partitions as usize;
+    (held.len() == nodes && whole && held.iter().all(|(_, p)| !p.is_empty())).then_some(held)
+}
+
+fn committed_rows(node: &Server, token: &str) -> u64 {
+    let (status, versions) = node.http("GET", "/v1/collections/events/tables/clicks/versions", Some(token), None);
+    if status != 200 {
+        return 0;
+    }
+    versions.as_array().unwrap().iter().map(|v| v["rows"].as_u64().unwrap()).sum()
+}
+
+fn no_workers(node: &Server) -> Option<()> {
+    (node.http("GET", "/health", None, None).1["publishers"] == json!({})).then_some(())
+}
+
+fn port(server: &Server) -> u16 {
+    server.url.rsplit(':').next().unwrap().trim_end_matches('/').parse().unwrap()
+}
+
+/// A cluster's shared settings: the catalog, the store, the secret key.
+struct Shared {
+    dir: tempfile::TempDir,
+    args: Vec<String>,
+    env: Vec<(&'static str, String)>,
+}
+
+impl Shared {
+    fn new(postgres: &Postgres, database: &str, s3: &S3, prefix: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("weir.key");
+        std::fs::write(&key, "3c".repeat(32)).unwrap();
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        let args = vec![
+            "--catalog".into(),
+            postgres.database(database),
+            "--store".into(),
+            s3.url(prefix),
+            "--secret-key-file".into(),
+            key.display().to_string(),
+            "--cluster-poll".into(),
+            "500ms".into(),
+        ];
+        Self { dir, args, env: s3.env() }
+    }
+
+    /// A node with a data directory of its own.
+    fn node(&self, name: &str) -> Server {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        Server::start_with_env(&self.dir.path().join(name), &args, &self.env)
+    }
+}
+
+/// Produces `clicks(from..)` in rounds of `per_round` every 100 ms until told to
+/// stop, independently of weir; returns how many it produced.
+fn steady_producer(
+    bootstrap: String,
+    from: usize,
+    per_round: usize,
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<usize>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let produced = Arc::new(AtomicUsize::new(from));
+    let handle = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let at = produced.load(Ordering::SeqCst);
+                block_on(produce(&bootstrap, "clicks", &clicks(at, per_round)));
+                produced.store(at + per_round, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            produced.load(Ordering::SeqCst)
+        })
+    };
+    (stop, handle)
+}
+
+#[test]
+fn three_nodes_on_postgres_and_a_bucket_lose_nothing_when_one_is_killed() {
+    const PARTITIONS: i64 = 6;
+    let postgres = Postgres::shared();
+    let s3 = S3::start("weir-cluster");
+    let cluster = Shared::new(postgres, "cluster_three_nodes", &s3, "three");
+    let broker = Tansu::start();
+    broker.create_topic("clicks", PARTITIONS as u32);
+    let bootstrap = broker.address.clone();
+    let a = cluster.node("a");
+    let b = cluster.node("b");
+    let c = cluster.node("c");
+
+    // Registered on A: B and C pick it up, and the group splits the partitions.
+    // weir's own session timeout (10 s) bounds the failover below.
+    let token = registered_with(&a, cluster.dir.path(), &bootstrap, &[]);
+    let started = Instant::now();
+    let split = poll("the partitions split between the three nodes", || split_between(&b, &token, 3, PARTITIONS));
+    eprintln!("registration on A → every node consuming its partitions: {:?} ({split:?})", started.elapsed());
+    assert_eq!(poll("C's view of the same split", || split_between(&c, &token, 3, PARTITIONS)).len(), 3);
+
+    // A steady producer throughout; kill -9 B mid-stream: its partitions move to A
+    // and C, which resume from the catalog.
+    let (stop, producer) = steady_producer(bootstrap.clone(), 0, 20);
+    poll("rows committed while all three run", || (committed_rows(&a, &token) >= 200).then_some(()));
+    let b_port = format!(":{}", port(&b));
+    let b_id = holdings(&a, &token).into_iter().map(|(id, _)| id).find(|id| id.ends_with(&b_port));
+    let b_id = b_id.expect("B holds partitions");
+    let killed = Instant::now();
+    b.kill();
+    poll("A and C to hold every partition", || split_between(&a, &token, 2, PARTITIONS));
+    let moved = killed.elapsed();
+    let rows_then = committed_rows(&a, &token);
+    poll("commits after the partitions moved", || (committed_rows(&a, &token) > rows_then + 100).then_some(()));
+    eprintln!("kill -9 of B → its partitions held by A and C: {moved:?}; committing again: {:?}", killed.elapsed());
+    let silent = poll("B shown as silent", || {
+        let nodes = status(&a, &token)["nodes"].as_array().unwrap().clone();
+        nodes.into_iter().find(|n| n["node"] == b_id.as_str() && n["live"] == false)
+    });
+    assert!(silent["heartbeat_age_ms"].as_i64().unwrap() > 0);
+
+    // B again (a new node, on another port): it gets partitions back.
+    let b = cluster.node("b");
+    poll("the partitions split between the three nodes again", || split_between(&c, &token, 3, PARTITIONS));
+    stop.store(true, Ordering::SeqCst);
+    let total = producer.join().unwrap();
+    c.wait_for_rows(&token, "events", "clicks", total as u64);
+
+    // Every message exactly once: through weir, and through the table's Delta log in the bucket.
+    let mut expected: Vec<String> = (0..total).map(|i| format!("evt-{i}")).collect();
+    expected.sort();
+    let export = cluster.dir.path().join("all.parquet");
+    a.cli_ok(&token, &["table", "export", "events/clicks", "-o", export.to_str().unwrap()]);
+    let mut ids = event_ids(&export);
+    ids.sort();
+    assert_eq!(ids, expected, "every message exactly once across the nodes");
+    let table = a.cli_json(&token, &["table", "show", "events/clicks"]);
+    let (location, latest) = (table["location"].as_str().unwrap(), table["version"].as_i64().unwrap());
+    assert!(location.starts_with("s3://weir-cluster/three/"), "{location}");
+    let read =
+        delta_py_with(&["read", location, "--key", "event_id", "--versions", &latest.to_string()], &s3.direct_env());
+    assert_eq!(read["latest"], latest, "the bucket's log has every version the catalog committed");
+    for reader in ["polars", "deltalake"] {
+        let seen = &read["versions"][latest.to_string()][reader]["keys"];
+        assert_eq!(seen, &json!(expected), "{reader} reads every message once from the bucket");
+    }
+    // Every node reads the same table.
+    let versions = |n: &Server| n.http("GET", "/v1/collections/events/tables/clicks/versions", Some(&token), None).1;
+    assert_eq!(versions(&a), versions(&b));
+    assert_eq!(versions(&a), versions(&c));
+    // The nodes keep no table files of their own: they are in the bucket.
+    for node in ["a", "b", "c"] {
+        assert!(!cluster.dir.path().join(node).join("tables").exists(), "node {node} kept table files locally");
+    }
+    // /metrics shows the whole cluster: B's old self silent, the three live nodes' partitions.
+    let metrics = a.text("/metrics", common::serve::ADMIN);
+    assert!(metrics.contains(&format!("weir_cluster_node_live{{node=\"{b_id}\"}} 0")), "{metrics}");
+    let held: i64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("weir_cluster_partitions{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(held, PARTITIONS + 2, "the live nodes' six partitions, and the two B held when it died: {metrics}");
+}
+
+#[test]
+fn a_publisher_registered_paused_resumed_or_deleted_on_one_node_is_so_on_every_node() {
+    let postgres = Postgres::shared();
+    let s3 = S3::start("weir-control");
+    let cluster = Shared::new(postgres, "cluster_control", &s3, "control");
+    let broker = broker();
+    let bootstrap = broker.bootstrap_servers();
+    let (a, b, c) = (cluster.node("a"), cluster.node("b"), cluster.node("c"));
+
+    // Registered on A: consuming on B and C too, the three partitions split.
+    let token = registered_with(&a, cluster.dir.path(), bootstrap, &[]);
+    let started = Instant::now();
+    poll("the partitions split between the three nodes", || split_between(&b, &token, 3, 3));
+    eprintln!("registration on A → every node consuming its partition: {:?}", started.elapsed());
+    poll("C's view of the same split", || split_between(&c, &token, 3, 3));
+    block_on(produce(bootstrap, "clicks", &clicks(0, 300)));
+    a.wait_for_rows(&token, "events", "clicks", 300);
+
+    // Pause on B stops every node's worker; nothing more is committed.
+    b.cli_ok(&token, &["publisher", "pause", "events/read_clicks"]);
+    let started = Instant::now();
+    for n in [&a, &b, &c] {
+        poll("the worker stopped there", || no_workers(n));
+    }
+    eprintln!("pause on B → no node running the worker: {:?}", started.elapsed());
+    poll("every node's heartbeat saying so", || holdings(&a, &token).is_empty().then_some(()));
+    block_on(produce(bootstrap, "clicks", &clicks(300, 100)));
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(committed_rows(&a, &token), 300, "a paused publisher commits nothing on any node");
+
+    // Resume on C: every node consumes again, and the paused messages arrive.
+    c.cli_ok(&token, &["publisher", "resume", "events/read_clicks"]);
+    poll("the partitions split after the resume", || split_between(&a, &token, 3, 3));
+    a.wait_for_rows(&token, "events", "clicks", 400);
+
+    // Delete on C: no node runs it any more.
+    c.cli_ok(&token, &["publisher", "delete", "events/read_clicks"]);
+    let started = Instant::now();
+    for n in [&a, &b, &c] {
+        poll("the worker gone from every node", || no_workers(n));
+    }
+    eprintln!("delete on C → no node running the worker: {:?}", started.elapsed());
+}
+
+#[test]
+fn a_storage_outage_holds_batches_back_and_loses_nothing() {
+    let postgres = Postgres::shared();
+    let s3 = S3::start("weir-outage");
+    let cluster = Shared::new(postgres, "cluster_storage_outage", &s3, "outage");
+    let broker = broker();
+    let bootstrap = broker.bootstrap_servers();
+    let a = cluster.node("a");
+    let token = registered_with(&a, cluster.dir.path(), bootstrap, &[]);
+    block_on(produce(bootstrap, "clicks", &clicks(0, 300)));
+    a.wait_for_rows(&token, "events", "clicks", 300);
+    let versions_before = a.cli_json(&token, &["table", "show", "events/clicks"])["version"].as_i64().unwrap();
+
+    // The bucket goes away; the messages keep coming. Batches close, cannot store
+    // their files, and wait: nothing is committed without its file.
+    s3.outage(true);
+    block_on(produce(bootstrap, "clicks", &clicks(300, 200)));
+    let retrying = poll("a batch retrying", || {
+        let s = status(&a, &token);
+        (!s["retrying"].is_null()).then_some(s["retrying"].clone())
+    });
+    assert!(retrying.to_string().contains("unavailable"), "{retrying}");
+    // Longer than the worker's five attempts with their backoff would take.
+    std::thread::sleep(Duration::from_secs(20));
+    assert_eq!(committed_rows(&a, &token), 300, "nothing committed while its file cannot be stored");
+    let s = status(&a, &token);
+    assert_eq!(s["worker"]["state"], "consuming", "an outage does not fail the publisher: {s}");
+
+    // Back: the held batches commit, every message once, readable from the bucket.
+    s3.outage(false);
+    a.wait_for_rows(&token, "events", "clicks", 500);
+    let latest = a.cli_json(&token, &["table", "show", "events/clicks"])["version"].as_i64().unwrap();
+    assert!(latest > versions_before);
+    let location = a.cli_json(&token, &["table", "show", "events/clicks"])["location"].as_str().unwrap().to_string();
+    let read = delta_py_with(&["read", &location, "--key", "event_id"], &s3.direct_env());
+    let mut expected: Vec<String> = (0..500).map(|i| format!("evt-{i}")).collect();
+    expected.sort();
+    for v in 1..=latest {
+        let rows = read["versions"][v.to_string()]["deltalake"]["rows"].as_u64().unwrap();
+        assert!(rows > 0, "version {v} reads from the bucket");
+    }
+    assert_eq!(read["versions"][latest.to_string()]["polars"]["keys"], json!(expected));
+}
