@@ -120,11 +120,19 @@ impl Store {
             .context("starting the object store's client")?;
         let prefix =
             ObjectPath::parse(prefix.trim_matches('/')).with_context(|| format!("--store {url}: the prefix"))?;
+        // A node stopped mid-upload left its local copies: their batches were not
+        // committed and are read again from Kafka, so none is needed.
+        let scratch = data_dir.join("outgoing");
+        if let Err(e) = std::fs::remove_dir_all(&scratch)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %scratch.display(), error = %e, "clearing files a stopped node did not store");
+        }
         let bucket = Bucket {
             url: url.trim_end_matches('/').into(),
             store: Arc::new(store),
             prefix,
-            scratch: data_dir.join("outgoing"),
+            scratch,
             runtime,
         };
         // Said now, not at the first batch: a store that cannot be reached or refuses us.
