@@ -72,6 +72,8 @@ pub struct EmbeddedRegistry {
     shared: Arc<Shared>,
     addr: SocketAddr,
     server: Option<(tokio::sync::oneshot::Sender<()>, std::thread::JoinHandle<()>)>,
+    /// While stopped: the port, bound but not listening (see [`hold`]).
+    held: Option<std::os::fd::OwnedFd>,
 }
 
 impl EmbeddedRegistry {
@@ -89,7 +91,7 @@ impl EmbeddedRegistry {
         let shared = Arc::new(Shared { store: Mutex::default(), authorization });
         let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding the embedded registry")?;
         let addr = listener.local_addr()?;
-        let mut registry = Self { shared, addr, server: None };
+        let mut registry = Self { shared, addr, server: None, held: None };
         registry.serve(listener)?;
         Ok(registry)
     }
@@ -123,12 +125,14 @@ impl EmbeddedRegistry {
         if let Some((stop, thread)) = self.server.take() {
             let _ = stop.send(());
             let _ = thread.join();
+            self.held = hold(self.addr);
         }
     }
 
     /// Serves again on the same port, with everything it held.
     pub fn resume(&mut self) -> anyhow::Result<()> {
         if self.server.is_none() {
+            self.held = None;
             let listener = std::net::TcpListener::bind(self.addr).context("binding the embedded registry again")?;
             self.serve(listener)?;
         }
@@ -640,4 +644,61 @@ fn serialized_proto(store: &Store, stored: &Stored) -> Result<String, String> {
     let (pool, main) = compile_proto(store, stored)?;
     let file = pool.get_file_by_name(&main).ok_or("Invalid schema: the compiled file is missing")?;
     Ok(BASE64_STANDARD.encode(file.file_descriptor_proto().encode_to_vec()))
+}
+
+/// Binds `addr` without listening: connections to it are refused, and no
+/// other socket (another registry starting on port 0, say) is given the port
+/// while the registry is stopped, which would answer in its place.
+fn hold(addr: SocketAddr) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let SocketAddr::V4(v4) = addr else { return None };
+    let address = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: v4.port().to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(*v4.ip()).to_be() },
+        sin_zero: [0; 8],
+    };
+    // Without SO_REUSEADDR first, so the port is held against every other
+    // socket; with it when the stopped server's closed connections linger.
+    for reuse in [false, true] {
+        // SAFETY: a socket this function owns from here on (`OwnedFd` closes it),
+        // given a valid address of the length passed.
+        let bound = unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            if fd < 0 {
+                return None;
+            }
+            let fd = OwnedFd::from_raw_fd(fd);
+            let one: libc::c_int = 1;
+            let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            if reuse {
+                libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, (&raw const one).cast(), len);
+            }
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            (libc::bind(fd.as_raw_fd(), (&raw const address).cast(), len) == 0).then_some(fd)
+        };
+        if bound.is_some() {
+            return bound;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a stopped registry's port was free, and another registry
+    /// starting on port 0 could be given it and answer for it (a test saw a
+    /// batch committed "while the registry was down").
+    #[test]
+    fn a_stopped_registry_keeps_its_port_and_refuses_connections() {
+        let mut registry = EmbeddedRegistry::start().unwrap();
+        registry.stop();
+        assert!(std::net::TcpListener::bind(registry.addr).is_err(), "nothing else can take the port");
+        let refused = std::net::TcpStream::connect(registry.addr).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+        registry.resume().unwrap();
+        assert!(std::net::TcpStream::connect(registry.addr).is_ok(), "serving again on the same port");
+    }
 }
