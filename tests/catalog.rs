@@ -154,11 +154,15 @@ fn commit_is_compare_and_set_on_offsets(place: &Place) {
     assert_eq!(catalog.executions("acme/events/p").unwrap().len(), 2, "refused commits left no execution behind");
 }
 
-/// Two nodes both read partitions 0 and 1 around a rebalance and commit the
-/// same ranges at the same moment, round after round: each range is
-/// committed exactly once, by one of them, and the other is told to re-read.
-fn two_nodes_racing_for_a_partition_commit_each_range_once(place: &Place) {
-    const ROUNDS: i64 = 40;
+const ROUNDS: i64 = 40;
+
+/// Two nodes (two catalogs on one database) each commit `ranges(node, round)`
+/// as a version, [`ROUNDS`] times, both starting each round at the same
+/// moment. Returns each node's commits and node 0's catalog.
+fn two_nodes_in_lockstep(
+    place: &Place,
+    ranges: fn(usize, i64) -> Vec<PartitionRange>,
+) -> (Vec<Vec<Result<(i64, Option<i64>), CatalogError>>>, Arc<Catalog>) {
     let nodes = [Arc::new(place.open()), Arc::new(place.open())];
     let barrier = Arc::new(Barrier::new(2));
     let handles: Vec<_> = nodes
@@ -167,28 +171,41 @@ fn two_nodes_racing_for_a_partition_commit_each_range_once(place: &Place) {
         .map(|(n, catalog)| {
             let (catalog, barrier) = (catalog.clone(), barrier.clone());
             std::thread::spawn(move || {
-                let mut won = 0;
-                for round in 0..ROUNDS {
-                    let expected = (round > 0).then_some(round * 10);
-                    let ranges = [
-                        range(0, round * 10, round * 10 + 9, expected),
-                        range(1, round * 10, round * 10 + 9, expected),
-                    ];
-                    barrier.wait();
-                    match commit(&catalog, &ranges, Some(version(&format!("{n}-{round}"), 20, &["x"]))) {
-                        Ok(_) => won += 1,
-                        Err(CatalogError::ConflictingOffsets { .. } | CatalogError::OverlapsCommitted { .. }) => {}
-                        Err(e) => panic!("node {n}, round {round}: {e}"),
-                    }
-                    barrier.wait();
-                }
-                won
+                (0..ROUNDS)
+                    .map(|round| {
+                        let ranges = ranges(n, round);
+                        let rows = ranges.iter().map(|r| (r.last - r.first + 1) as u64).sum();
+                        barrier.wait();
+                        let committed = commit(&catalog, &ranges, Some(version(&format!("{n}-{round}"), rows, &["x"])));
+                        barrier.wait();
+                        committed
+                    })
+                    .collect()
             })
         })
         .collect();
-    let won: Vec<i64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    assert_eq!(won.iter().sum::<i64>(), ROUNDS, "every round has exactly one winner: {won:?}");
-    let catalog = &nodes[0];
+    (handles.into_iter().map(|h| h.join().unwrap()).collect(), nodes[0].clone())
+}
+
+/// Two nodes both read partitions 0 and 1 around a rebalance and commit the
+/// same ranges at the same moment, round after round: each range is
+/// committed exactly once, by one of them, and the other is told to re-read.
+fn two_nodes_racing_for_a_partition_commit_each_range_once(place: &Place) {
+    let (commits, catalog) = two_nodes_in_lockstep(place, |_, round| {
+        let expected = (round > 0).then_some(round * 10);
+        vec![range(0, round * 10, round * 10 + 9, expected), range(1, round * 10, round * 10 + 9, expected)]
+    });
+    let mut won = 0;
+    for (n, node) in commits.iter().enumerate() {
+        for (round, committed) in node.iter().enumerate() {
+            match committed {
+                Ok(_) => won += 1,
+                Err(CatalogError::ConflictingOffsets { .. } | CatalogError::OverlapsCommitted { .. }) => {}
+                Err(e) => panic!("node {n}, round {round}: {e}"),
+            }
+        }
+    }
+    assert_eq!(won, ROUNDS, "every round has exactly one winner");
     assert_eq!(catalog.offsets("acme/events/p", "t").unwrap(), BTreeMap::from([(0, ROUNDS * 10), (1, ROUNDS * 10)]));
     let versions = catalog.versions("acme/events", "t").unwrap();
     assert_eq!(versions.len() as i64, ROUNDS);
@@ -202,29 +219,14 @@ fn two_nodes_racing_for_a_partition_commit_each_range_once(place: &Place) {
 /// the table's primary key, a failed attempt and a backoff), and the versions
 /// follow one another.
 fn two_nodes_committing_other_partitions_of_one_table_both_commit(place: &Place) {
-    const ROUNDS: i64 = 40;
-    let nodes = [Arc::new(place.open()), Arc::new(place.open())];
-    let barrier = Arc::new(Barrier::new(2));
-    let handles: Vec<_> = nodes
-        .iter()
-        .enumerate()
-        .map(|(n, catalog)| {
-            let (catalog, barrier) = (catalog.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                for round in 0..ROUNDS {
-                    let expected = (round > 0).then_some(round * 10);
-                    let ranges = [range(n as i32, round * 10, round * 10 + 9, expected)];
-                    barrier.wait();
-                    let committed = commit(&catalog, &ranges, Some(version(&format!("{n}-{round}"), 10, &["x"])));
-                    if let Err(e) = committed {
-                        panic!("node {n}, round {round}: {e}");
-                    }
-                }
-            })
-        })
-        .collect();
-    handles.into_iter().for_each(|h| h.join().unwrap());
-    let catalog = &nodes[0];
+    let (commits, catalog) = two_nodes_in_lockstep(place, |n, round| {
+        vec![range(n as i32, round * 10, round * 10 + 9, (round > 0).then_some(round * 10))]
+    });
+    for (n, node) in commits.iter().enumerate() {
+        for (round, committed) in node.iter().enumerate() {
+            assert!(committed.is_ok(), "node {n}, round {round}: {committed:?}");
+        }
+    }
     assert_eq!(catalog.offsets("acme/events/p", "t").unwrap(), BTreeMap::from([(0, ROUNDS * 10), (1, ROUNDS * 10)]));
     let versions: Vec<i64> = catalog.versions("acme/events", "t").unwrap().iter().map(|v| v.version).collect();
     assert_eq!(versions, (1..=2 * ROUNDS).collect::<Vec<_>>());

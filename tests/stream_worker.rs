@@ -382,6 +382,45 @@ async fn two_workers_split_partitions_and_survive_a_rebalance() {
     assert_exactly_once(&h, 80);
 }
 
+/// Two nodes that both hold every partition (each sees a rebalance its own way;
+/// forced here by putting them in two consumer groups) race to commit the
+/// same ranges, wave after wave: the catalog's compare-and-set lets one commit
+/// each range, the other drops its batch and re-reads from the catalog's
+/// offsets, and no row is ever committed twice or lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_holding_the_same_partitions_commit_every_row_once() {
+    const WAVES: usize = 10;
+    let h = Harness::new(2);
+    let src_cfg = json!({"kafka.messages_rollover": 10, "kafka.time_rollover_seconds": 1});
+    let racer = |group: &str| {
+        let connection = weir::source::KafkaConnection { group_id: Some(group.into()), ..h.connection() };
+        common::stream::publisher(connection, &h.runtime, "read-clicks", "clicks", src_cfg.clone(), None)
+    };
+    let mut a = h.start(racer("racer-a"), fast_retries());
+    let mut b = h.start(racer("racer-b"), fast_retries());
+    for w in [&mut a, &mut b] {
+        w.next_matching(|e| matches!(e, WorkerEvent::Assigned(p) if p.len() == 2).then_some(())).await;
+    }
+    let mut dropped = 0;
+    for wave in 0..WAVES {
+        h.produce("clicks", &clicks(wave * 40, 40)).await;
+        let wanted = (wave + 1) * 40;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while h.committed_event_ids().len() < wanted {
+            assert!(tokio::time::Instant::now() < deadline, "wave {wave}: the rows are committed");
+            tokio::select! {
+                Some(e) = a.events.recv() => dropped += usize::from(matches!(e, WorkerEvent::Dropped { .. })),
+                Some(e) = b.events.recv() => dropped += usize::from(matches!(e, WorkerEvent::Dropped { .. })),
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+    }
+    a.stop().await;
+    b.stop().await;
+    assert!(dropped > 0, "the two workers raced for a range at least once");
+    assert_exactly_once(&h, WAVES * 40);
+}
+
 /// Waits until the worker is assigned a strict part of the 4 partitions.
 async fn owned_share(w: &mut common::stream::RunningWorker) -> usize {
     loop {
