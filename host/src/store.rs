@@ -30,7 +30,7 @@ pub enum Store {
     /// Under a local directory (the data directory).
     Local { root: PathBuf },
     /// In a bucket, under a prefix.
-    Object(Bucket),
+    Object(Arc<Bucket>),
 }
 
 /// An object store, the runtime its HTTP client runs on, and where a file is
@@ -52,10 +52,12 @@ pub struct Entry {
     pub modified: SystemTime,
 }
 
-/// A file to read (parquet reads it in ranges): on disk, or fetched whole.
+/// A file to read in ranges, as parquet does (its footer, then the column
+/// chunks it wants): on disk, or in a bucket, each range a ranged GET, so
+/// reading a file's schema fetches its footer, not the file.
 pub enum Blob {
     File(File, u64),
-    Bytes(Bytes),
+    Object { bucket: Arc<Bucket>, key: String, len: u64 },
 }
 
 /// The store could not be reached, or did not answer in time (an outage, a
@@ -143,7 +145,7 @@ impl Store {
                  AWS_ENDPOINT_URL (with AWS_ALLOW_HTTP=true if it speaks plain HTTP)"
             )
         })?;
-        Ok(Self::Object(bucket))
+        Ok(Self::Object(Arc::new(bucket)))
     }
 
     /// A store for `weir serve --store URL`, or the data directory without one.
@@ -157,9 +159,10 @@ impl Store {
     /// Where `key` is, as a reader opens it: an absolute path, or `s3://bucket/prefix/key`.
     pub fn location(&self, key: &str) -> String {
         match self {
+            // Absolute without asking the filesystem: also a lock's name, on every commit.
             Self::Local { root } => {
                 let path = root.join(key);
-                std::fs::canonicalize(&path).unwrap_or(path).display().to_string()
+                std::path::absolute(&path).unwrap_or(path).display().to_string()
             }
             Self::Object(b) => format!("{}/{key}", b.url),
         }
@@ -245,8 +248,9 @@ impl Store {
                 let len = file.metadata()?.len();
                 Ok(Blob::File(file, len))
             }
-            Self::Object(_) => {
-                Ok(Blob::Bytes(self.get(key)?.with_context(|| format!("{} is not there", self.location(key)))?))
+            Self::Object(bucket) => {
+                let len = self.size(key)?.with_context(|| format!("{} is not there", self.location(key)))?;
+                Ok(Blob::Object { bucket: bucket.clone(), key: key.to_string(), len })
             }
         }
     }
@@ -417,11 +421,18 @@ fn io_error(path: &Path, e: std::io::Error) -> object_store::Error {
     object_store::Error::Generic { store: "local", source: format!("{}: {e}", path.display()).into() }
 }
 
+impl Blob {
+    /// Bytes `range` of an object.
+    fn fetch(bucket: &Bucket, key: &str, range: std::ops::Range<u64>) -> parquet::errors::Result<Bytes> {
+        let got = bucket.run(key, |store, path| async move { store.get_range(&path, range).await });
+        got.map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+    }
+}
+
 impl parquet::file::reader::Length for Blob {
     fn len(&self) -> u64 {
         match self {
-            Self::File(_, len) => *len,
-            Self::Bytes(bytes) => bytes.len() as u64,
+            Self::File(_, len) | Self::Object { len, .. } => *len,
         }
     }
 }
@@ -436,14 +447,16 @@ impl parquet::file::reader::ChunkReader for Blob {
                 file.seek(SeekFrom::Start(start))?;
                 Ok(Box::new(std::io::BufReader::new(file)))
             }
-            Self::Bytes(bytes) => Ok(Box::new(std::io::Cursor::new(bytes.slice(start as usize..)))),
+            Self::Object { bucket, key, len } => {
+                Ok(Box::new(std::io::Cursor::new(Self::fetch(bucket, key, start..*len)?)))
+            }
         }
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
         match self {
             Self::File(file, _) => file.get_bytes(start, length),
-            Self::Bytes(bytes) => bytes.get_bytes(start, length),
+            Self::Object { bucket, key, .. } => Self::fetch(bucket, key, start..start + length as u64),
         }
     }
 }
