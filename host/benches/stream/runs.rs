@@ -152,6 +152,12 @@ pub fn measure_weir(broker: &Broker, n: usize) {
         t.commit,
         t.log
     );
+    // What speed may cost in memory: the peak RSS of a `weir stream` process at the 64 MB rollover.
+    let memory = peak_rss(broker, n, SIZE_MB);
+    println!(
+        "peak RSS at {} MB: {:.0} MB (target {:.0}; largest batch {} messages)",
+        memory.size_rollover_mb, memory.peak_rss_mb, memory.target_mb, memory.largest_batch
+    );
 }
 
 fn monotonic() -> f64 {
