@@ -231,7 +231,7 @@ fn decode_alone(
 
 /// The CPU two steps no implementation skips cost per message here, done
 /// alone in memory on four batches of the dataset: weir's JSON decoder
-/// (arrow-json), in runs of the size the worker decodes, and the table's
+/// (simd-json's tape into Arrow columns), in runs of the size the worker decodes, and the table's
 /// parquet file (dictionary, zstd, one column per core). Run 1 measures the
 /// third, reading the messages. Decoding the Avro copy (arrow-avro, resolved
 /// against the declared schema) is measured the same way.
