@@ -185,8 +185,8 @@ struct Args {
     brokers: Vec<String>,
     json: bool,
     /// `--only weir`: raw consume and weir end to end (JSON) alone, with the
-    /// stage timings, and the peak RSS at the 64 MB rollover: the quick loop
-    /// while working on weir's speed.
+    /// stage timings, the peak RSS at the 64 MB rollover and a short latency
+    /// run: the quick loop while working on weir's speed.
     only_weir: bool,
 }
 

@@ -158,6 +158,11 @@ pub fn measure_weir(broker: &Broker, n: usize) {
         "peak RSS at {} MB: {:.0} MB (target {:.0}; largest batch {} messages)",
         memory.size_rollover_mb, memory.peak_rss_mb, memory.target_mb, memory.largest_batch
     );
+    let latency = rt.block_on(latency(broker, 5));
+    println!(
+        "latency at {} msg/s with a 1 s time rollover ({} messages): p50 {:.0} ms, p99 {:.0} ms",
+        latency.produce_rate, latency.messages, latency.p50_ms, latency.p99_ms
+    );
 }
 
 fn monotonic() -> f64 {

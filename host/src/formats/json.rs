@@ -485,6 +485,15 @@ mod tests {
     }
 
     #[test]
+    fn a_value_is_read_to_its_own_end_and_no_further() {
+        // The values lie back to back in one buffer: the rest of a cut-off value must not
+        // be taken from the one after it.
+        let rows = decode(&[r#"{"id": "#, r#"2}"#, r#"{"id": 3, "name": "ab"#, r#"c"}"#, r#"{"id": 5}"#]);
+        assert_eq!(ids(&rows), [5]);
+        assert_eq!(rows.failed.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    }
+
+    #[test]
     fn values_after_an_incomplete_one_still_decode() {
         let mut values = vec![r#"{"id": 1"#.to_string()];
         values.extend((1..50).map(|i| format!(r#"{{"id": {i}}}"#)));
