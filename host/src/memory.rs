@@ -27,8 +27,9 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 ///   buffers, each batch's columns, frames and plugin output), and each came
 ///   back as fresh pages the kernel had to fault in and zero: page faults were
 ///   14 % of a `weir stream` process's CPU samples on the benchmark's JSON run.
-///   Kept in the one arena, the next batch reuses them: 15 % less CPU per
-///   message, and the peak RSS at a 64 MB rollover no higher (188 → 182 MB).
+///   Kept in the one arena, the next batch reuses them: 10–25 % less CPU per
+///   message in interleaved runs, for about 10 MB more peak RSS at a 64 MB
+///   rollover (170–174 → 181–184 MB, under its 196 MB target).
 /// * `dirty_decay_ms:100`, `muzzy_decay_ms:0`, `background_thread:true`:
 ///   what is freed and not reused goes back to the system within about 100 ms, by a
 ///   background thread, not by the threads doing the work. jemalloc's default
