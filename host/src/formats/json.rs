@@ -156,97 +156,79 @@ fn number(node: &Node<'_>) -> Option<f64> {
     }
 }
 
-/// One column's values as they are appended; every kind can be cut back to a
-/// number of rows, so a message that fails half-way leaves nothing behind.
-enum Column {
-    Int64(Vec<i64>, NullBufferBuilder),
-    Float64(Vec<f64>, NullBufferBuilder),
-    Boolean(BooleanBufferBuilder, NullBufferBuilder),
-    Utf8 { offsets: Vec<i32>, data: Vec<u8>, nulls: NullBufferBuilder },
-    Timestamp(Vec<i64>, NullBufferBuilder, Arc<str>, Tz),
-    Date32(Vec<i32>, NullBufferBuilder),
-    Struct(Box<Object>, NullBufferBuilder),
-    List { item: FieldRef, offsets: Vec<i32>, values: Box<Column>, nulls: NullBufferBuilder, items_path: Box<str> },
+/// One column as it is appended: which rows are null, and the values. Every
+/// kind can be cut back to a number of rows, so a message that fails half-way
+/// leaves nothing behind.
+struct Column {
+    nulls: NullBufferBuilder,
+    values: Values,
+}
+
+enum Values {
+    Int64(Vec<i64>),
+    Float64(Vec<f64>),
+    Boolean(BooleanBufferBuilder),
+    Utf8 { offsets: Vec<i32>, data: Vec<u8> },
+    Timestamp(Vec<i64>, Arc<str>, Tz),
+    Date32(Vec<i32>),
+    Struct(Box<Object>),
+    List { item: FieldRef, offsets: Vec<i32>, items: Box<Column>, items_path: Box<str> },
 }
 
 impl Column {
     /// A column of `data_type`; `path` is its property's (for nested properties' messages).
     fn new(data_type: &DataType, capacity: usize, path: &str) -> Self {
-        let nulls = NullBufferBuilder::new(capacity);
-        match data_type {
-            DataType::Int64 => Self::Int64(Vec::with_capacity(capacity), nulls),
-            DataType::Float64 => Self::Float64(Vec::with_capacity(capacity), nulls),
-            DataType::Boolean => Self::Boolean(BooleanBufferBuilder::new(capacity), nulls),
+        let values = match data_type {
+            DataType::Int64 => Values::Int64(Vec::with_capacity(capacity)),
+            DataType::Float64 => Values::Float64(Vec::with_capacity(capacity)),
+            DataType::Boolean => Values::Boolean(BooleanBufferBuilder::new(capacity)),
             DataType::Utf8 => {
                 let mut offsets = Vec::with_capacity(capacity + 1);
                 offsets.push(0);
-                Self::Utf8 { offsets, data: Vec::with_capacity(capacity * 16), nulls }
+                Values::Utf8 { offsets, data: Vec::with_capacity(capacity * 16) }
             }
             DataType::Timestamp(TimeUnit::Microsecond, Some(tz)) => {
                 let parsed = tz.parse().expect("JSON Schema maps date-time to a fixed offset");
-                Self::Timestamp(Vec::with_capacity(capacity), nulls, tz.clone(), parsed)
+                Values::Timestamp(Vec::with_capacity(capacity), tz.clone(), parsed)
             }
-            DataType::Date32 => Self::Date32(Vec::with_capacity(capacity), nulls),
-            DataType::Struct(fields) => Self::Struct(Box::new(Object::new(fields, capacity, path)), nulls),
+            DataType::Date32 => Values::Date32(Vec::with_capacity(capacity)),
+            DataType::Struct(fields) => Values::Struct(Box::new(Object::new(fields, capacity, path))),
             DataType::List(item) => {
                 let mut offsets = Vec::with_capacity(capacity + 1);
                 offsets.push(0);
                 let items_path: Box<str> = format!("{path}[]").into();
-                let values = Box::new(Self::new(item.data_type(), capacity, &items_path));
-                Self::List { item: item.clone(), offsets, values, nulls, items_path }
+                let items = Box::new(Self::new(item.data_type(), capacity, &items_path));
+                Values::List { item: item.clone(), offsets, items, items_path }
             }
             other => unreachable!("JSON Schema maps to no {other} column"),
-        }
-    }
-
-    fn nulls(&mut self) -> &mut NullBufferBuilder {
-        match self {
-            Self::Int64(_, n)
-            | Self::Float64(_, n)
-            | Self::Boolean(_, n)
-            | Self::Timestamp(_, n, ..)
-            | Self::Date32(_, n)
-            | Self::Struct(_, n) => n,
-            Self::Utf8 { nulls, .. } | Self::List { nulls, .. } => nulls,
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Self::Int64(_, n)
-            | Self::Float64(_, n)
-            | Self::Boolean(_, n)
-            | Self::Timestamp(_, n, ..)
-            | Self::Date32(_, n)
-            | Self::Struct(_, n) => n.len(),
-            Self::Utf8 { nulls, .. } | Self::List { nulls, .. } => nulls.len(),
-        }
+        };
+        Self { nulls: NullBufferBuilder::new(capacity), values }
     }
 
     fn append_null(&mut self) {
-        match self {
-            Self::Int64(v, _) | Self::Timestamp(v, ..) => v.push(0),
-            Self::Float64(v, _) => v.push(0.0),
-            Self::Date32(v, _) => v.push(0),
-            Self::Boolean(v, _) => v.append(false),
-            Self::Utf8 { offsets, data, .. } => offsets.push(data.len() as i32),
-            Self::Struct(object, _) => object.append_nulls(),
-            Self::List { offsets, .. } => offsets.push(*offsets.last().expect("starts at 0")),
+        match &mut self.values {
+            Values::Int64(v) | Values::Timestamp(v, ..) => v.push(0),
+            Values::Float64(v) => v.push(0.0),
+            Values::Date32(v) => v.push(0),
+            Values::Boolean(v) => v.append(false),
+            Values::Utf8 { offsets, data } => offsets.push(data.len() as i32),
+            Values::Struct(object) => object.append_nulls(),
+            Values::List { offsets, .. } => offsets.push(*offsets.last().expect("starts at 0")),
         }
-        self.nulls().append_null();
+        self.nulls.append_null();
     }
 
     /// Appends the value at `nodes[0]` (not null), or says why it does not fit.
     fn append(&mut self, nodes: &[Node<'_>], path: &str) -> Result<(), String> {
         let node = &nodes[0];
-        match self {
-            Self::Int64(v, _) => v.push(integer(node).ok_or_else(|| mismatch(path, "an integer", node))?),
-            Self::Float64(v, _) => v.push(number(node).ok_or_else(|| mismatch(path, "a number", node))?),
-            Self::Boolean(v, _) => match node {
+        match &mut self.values {
+            Values::Int64(v) => v.push(integer(node).ok_or_else(|| mismatch(path, "an integer", node))?),
+            Values::Float64(v) => v.push(number(node).ok_or_else(|| mismatch(path, "a number", node))?),
+            Values::Boolean(v) => match node {
                 Node::Static(StaticNode::Bool(b)) => v.append(*b),
                 _ => return Err(mismatch(path, "true or false", node)),
             },
-            Self::Utf8 { offsets, data, .. } => match node {
+            Values::Utf8 { offsets, data } => match node {
                 Node::String(s) => {
                     data.extend_from_slice(s.as_bytes());
                     let end =
@@ -255,57 +237,59 @@ impl Column {
                 }
                 _ => return Err(mismatch(path, "a string", node)),
             },
-            Self::Timestamp(v, _, _, tz) => v.push(match node {
+            Values::Timestamp(v, _, tz) => v.push(match node {
                 Node::String(s) => arrow::compute::kernels::cast_utils::string_to_datetime(tz, s)
                     .map_err(|_| mismatch(path, "a date-time (RFC 3339)", node))?
                     .timestamp_micros(),
                 _ => integer(node).ok_or_else(|| mismatch(path, "a date-time string or microseconds", node))?,
             }),
-            Self::Date32(v, _) => v.push(match node {
+            Values::Date32(v) => v.push(match node {
                 Node::String(s) => <Date32Type as arrow::compute::kernels::cast_utils::Parser>::parse(s)
                     .ok_or_else(|| mismatch(path, "a date (YYYY-MM-DD)", node))?,
                 _ => integer(node)
                     .and_then(|d| i32::try_from(d).ok())
                     .ok_or_else(|| mismatch(path, "a date string or days", node))?,
             }),
-            Self::Struct(object, _) => match node {
+            Values::Struct(object) => match node {
                 Node::Object { .. } => object.append(nodes)?,
                 _ => return Err(mismatch(path, "an object", node)),
             },
-            Self::List { values, offsets, items_path, .. } => {
+            Values::List { items, offsets, items_path, .. } => {
                 let Node::Array { len, .. } = *node else { return Err(mismatch(path, "an array", node)) };
                 let mut at = 1;
                 for _ in 0..len {
                     match nodes[at] {
-                        Node::Static(StaticNode::Null) => values.append_null(),
-                        _ => values.append(&nodes[at..], items_path)?,
+                        Node::Static(StaticNode::Null) => items.append_null(),
+                        _ => items.append(&nodes[at..], items_path)?,
                     }
                     at += span(&nodes[at..]);
                 }
-                offsets.push(i32::try_from(values.len()).map_err(|_| format!("property `{path}`: over 2^31 items"))?);
+                let end =
+                    i32::try_from(items.nulls.len()).map_err(|_| format!("property `{path}`: over 2^31 items"))?;
+                offsets.push(end);
             }
         }
-        self.nulls().append_non_null();
+        self.nulls.append_non_null();
         Ok(())
     }
 
     fn truncate(&mut self, rows: usize) {
-        match self {
-            Self::Int64(v, _) | Self::Timestamp(v, ..) => v.truncate(rows),
-            Self::Float64(v, _) => v.truncate(rows),
-            Self::Date32(v, _) => v.truncate(rows),
-            Self::Boolean(v, _) => v.truncate(rows),
-            Self::Utf8 { offsets, data, .. } => {
+        match &mut self.values {
+            Values::Int64(v) | Values::Timestamp(v, ..) => v.truncate(rows),
+            Values::Float64(v) => v.truncate(rows),
+            Values::Date32(v) => v.truncate(rows),
+            Values::Boolean(v) => v.truncate(rows),
+            Values::Utf8 { offsets, data } => {
                 offsets.truncate(rows + 1);
                 data.truncate(offsets[rows] as usize);
             }
-            Self::Struct(object, _) => object.truncate(rows),
-            Self::List { offsets, values, .. } => {
+            Values::Struct(object) => object.truncate(rows),
+            Values::List { offsets, items, .. } => {
                 offsets.truncate(rows + 1);
-                values.truncate(offsets[rows] as usize);
+                items.truncate(offsets[rows] as usize);
             }
         }
-        self.nulls().truncate(rows);
+        self.nulls.truncate(rows);
     }
 
     /// The column's array. Its buffers are cut to their length: a run's arrays are
@@ -317,28 +301,28 @@ impl Column {
             v.shrink_to_fit();
             v
         }
-        let nulls = self.nulls().finish();
-        match self {
-            Self::Int64(v, _) => Arc::new(Int64Array::new(exact(v).into(), nulls)),
-            Self::Float64(v, _) => Arc::new(Float64Array::new(exact(v).into(), nulls)),
-            Self::Boolean(v, _) => Arc::new(BooleanArray::new(v.finish(), nulls)),
-            Self::Utf8 { offsets, data, .. } => {
+        let nulls = self.nulls.finish();
+        match &mut self.values {
+            Values::Int64(v) => Arc::new(Int64Array::new(exact(v).into(), nulls)),
+            Values::Float64(v) => Arc::new(Float64Array::new(exact(v).into(), nulls)),
+            Values::Boolean(v) => Arc::new(BooleanArray::new(v.finish(), nulls)),
+            Values::Utf8 { offsets, data } => {
                 let offsets = OffsetBuffer::new(ScalarBuffer::from(exact(offsets)));
                 let data = Buffer::from_vec(exact(data));
                 // SAFETY: the offsets rise from 0 to the data's length, each at the end of a `&str`.
                 Arc::new(unsafe { StringArray::new_unchecked(offsets, data, nulls) })
             }
-            Self::Timestamp(v, _, tz, _) => {
+            Values::Timestamp(v, tz, _) => {
                 Arc::new(TimestampMicrosecondArray::new(exact(v).into(), nulls).with_timezone(tz.clone()))
             }
-            Self::Date32(v, _) => Arc::new(Date32Array::new(exact(v).into(), nulls)),
-            Self::Struct(object, _) => {
+            Values::Date32(v) => Arc::new(Date32Array::new(exact(v).into(), nulls)),
+            Values::Struct(object) => {
                 let columns = object.finish_columns();
                 Arc::new(StructArray::new(object.fields.clone(), columns, nulls))
             }
-            Self::List { item, offsets, values, .. } => {
+            Values::List { item, offsets, items, .. } => {
                 let offsets = OffsetBuffer::new(ScalarBuffer::from(exact(offsets)));
-                Arc::new(ListArray::new(item.clone(), offsets, values.finish(), nulls))
+                Arc::new(ListArray::new(item.clone(), offsets, items.finish(), nulls))
             }
         }
     }
