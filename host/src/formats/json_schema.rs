@@ -179,24 +179,25 @@ fn type_word(data_type: &DataType) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// Every type and nullability; the JSON decoder's tests read values of it too.
+    pub(in crate::formats) const EVERY_TYPE: &str = r#"{"type":"object","required":["id","ts","tags"],"properties":{
+        "id":{"type":"integer"},
+        "score":{"type":"number"},
+        "ts":{"type":"string","format":"date-time"},
+        "day":{"type":"string","format":"date"},
+        "ok":{"type":"boolean"},
+        "ref":{"type":["string","null"]},
+        "tags":{"type":"array","items":{"type":"string"}},
+        "geo":{"type":"object","required":["lat"],"properties":{"lat":{"type":"number"},"lon":{"type":"number"}}},
+        "hops":{"type":"array","items":{"type":"object","properties":{"at":{"type":"integer"},"via":{"type":"array","items":{"type":"integer"}}}}}
+    }}"#;
 
     #[test]
     fn maps_every_type_and_nullability() {
-        let schema = from_json_schema(
-            r#"{"type":"object","required":["id","ts","tags"],"properties":{
-                "id":{"type":"integer"},
-                "score":{"type":"number"},
-                "ts":{"type":"string","format":"date-time"},
-                "day":{"type":"string","format":"date"},
-                "ok":{"type":"boolean"},
-                "ref":{"type":["string","null"]},
-                "tags":{"type":"array","items":{"type":"string"}},
-                "geo":{"type":"object","required":["lat"],"properties":{"lat":{"type":"number"},"lon":{"type":"number"}}}
-            }}"#,
-        )
-        .unwrap();
+        let schema = from_json_schema(EVERY_TYPE).unwrap();
         let shown: Vec<String> =
             schema.fields().iter().map(|f| format!("{}:{}:{}", f.name(), f.data_type(), f.is_nullable())).collect();
         assert_eq!(
@@ -210,6 +211,7 @@ mod tests {
                 "ref:Utf8:true",
                 "tags:List(Utf8):false",
                 "geo:Struct(\"lat\": non-null Float64, \"lon\": Float64):true",
+                "hops:List(Struct(\"at\": Int64, \"via\": List(Int64))):true",
             ]
         );
     }
