@@ -14,12 +14,13 @@ use anyhow::Context as _;
 use arrow::array::RecordBatch;
 use futures::{FutureExt as _, StreamExt as _};
 use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::error::KafkaResult;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::buffer::{Buffer, ClosedBatch, ClosedPartition, MemoryBudget};
 use crate::catalog::{BatchCommit, Catalog, CatalogError, Execution, NewVersion, PartitionRange, Timings, Txn, now_ms};
-use crate::consume::{self, Assignment, WorkerConsumer};
+use crate::consume::{self, Assignment, MessageQueue, WorkerConsumer};
 use crate::dead_letters::DeadLetterTopic;
 use crate::formats::registry::RegistryClient;
 use crate::formats::writers::{RegistryEvent, WriterSchemas};
@@ -207,6 +208,8 @@ const DRAIN_AT_ONCE: usize = 1024;
 
 /// The consuming side: the loop, the open batch's offsets, assignments.
 struct Worker {
+    /// Where assigned partitions' messages arrive.
+    queue: MessageQueue,
     batches: Arc<Batches>,
     worker_id: u64,
     /// Per assigned partition: where the next batch starts (None: nothing stored yet). A
@@ -269,7 +272,7 @@ pub async fn run(
         .await
         .expect("writing the Delta log does not panic")
         .with_context(|| format!("bringing the Delta log of {id}'s table up to the catalog"))?;
-    let (consumer, assignments) = consume::subscribe(
+    let (consumer, queue, assignments) = consume::subscribe(
         &publisher.connection,
         &publisher.group_id(),
         publisher.source.config.auto_offset_reset,
@@ -295,18 +298,9 @@ pub async fn run(
         None => None,
     };
     let decoder = Decoder::new(publisher.source.format.clone(), writers);
-    let batches = Batches {
-        publisher,
-        id,
-        node,
-        options,
-        consumer: Arc::new(consumer),
-        decoder,
-        dead_letter_topic,
-        events,
-        shutdown,
-    };
+    let batches = Batches { publisher, id, node, options, consumer, decoder, dead_letter_topic, events, shutdown };
     let mut worker = Worker {
+        queue,
         batches: Arc::new(batches),
         worker_id: WORKER_IDS.fetch_add(1, Ordering::Relaxed),
         next: BTreeMap::new(),
@@ -389,6 +383,7 @@ impl Worker {
                         Assignment::Revoked(partitions) => {
                             // Not committed, so not lost: whoever gets them re-reads from the catalog.
                             buffer.drop_partitions(partitions);
+                            self.queue.forget(partitions);
                             for p in partitions {
                                 self.next.remove(p);
                             }
@@ -400,39 +395,18 @@ impl Worker {
                 _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
                     buffer.due(&rollover, tokio::time::Instant::now()).map(|reason| buffer.close(reason))
                 }
-                Some(received) = messages.next() => {
-                    let mut received = Some(received.map(|m| consume::to_raw(&m)));
-                    let mut closed = None;
-                    // Take what librdkafka has already queued without going round the select
-                    // (and its timers) once per message; stop as soon as a batch closes. One
-                    // clock reading and one look at the node's budget serve the whole run.
-                    let now = tokio::time::Instant::now();
-                    let budget = self.node.budget.share(self.worker_id, buffer.bytes());
-                    for _ in 0..DRAIN_AT_ONCE {
-                        let queued = || messages.next().now_or_never().flatten().map(|r| r.map(|m| consume::to_raw(&m)));
-                        let Some(next) = received.take().or_else(queued) else { break };
-                        match next {
-                            Ok(raw) => {
-                                self.accept(raw, &mut buffer, now)?;
-                                let reason = buffer.due(&rollover, now)
-                                    .or(budget.over(buffer.bytes()).then_some(RolloverReason::MemoryBudget));
-                                if let Some(reason) = reason {
-                                    closed = Some(buffer.close(reason));
-                                    break;
-                                }
-                            }
-                            Err(e) => {
-                                // librdkafka reconnects by itself; say so and keep going.
-                                tracing::warn!(publisher = %self.id, %topic, error = %e, "consumer error");
-                                break;
-                            }
-                        }
-                    }
-                    if closed.is_none() {
-                        // The other workers see this buffer as it is now.
-                        self.node.budget.share(self.worker_id, buffer.bytes());
+                () = self.queue.ready() => {
+                    let (closed, dry) = self.read(|w| w.queue.next(), &mut buffer, &rollover)?;
+                    if !dry {
+                        self.queue.look_again();
                     }
                     closed
+                }
+                // Messages fetched before their partition was forwarded to the queue.
+                Some(received) = messages.next() => {
+                    let mut received = Some(received.map(|m| consume::to_raw(&m)));
+                    let next = |_: &mut Self| received.take().or_else(|| messages.next().now_or_never().flatten().map(|r| r.map(|m| consume::to_raw(&m))));
+                    self.read(next, &mut buffer, &rollover)?.0
                 }
             };
             if let Some(batch) = closed {
@@ -481,6 +455,45 @@ impl Worker {
             Outcome::Abandoned => Some(WorkerExit::Shutdown),
             Outcome::Failed(exit) => Some(exit),
         }
+    }
+
+    /// Buffers the messages `next` gives until it has no more, a batch closes,
+    /// or [`DRAIN_AT_ONCE`] have been read; the loop then looks at shutdown,
+    /// assignments and the clock again. Says whether `next` ran dry.
+    fn read(
+        &mut self,
+        mut next: impl FnMut(&mut Self) -> Option<KafkaResult<RawMessage>>,
+        buffer: &mut Buffer,
+        rollover: &Rollover,
+    ) -> anyhow::Result<(Option<ClosedBatch>, bool)> {
+        // One clock reading and one look at the node's budget serve the whole run.
+        let now = tokio::time::Instant::now();
+        let budget = self.node.budget.share(self.worker_id, buffer.bytes());
+        let mut dry = false;
+        for _ in 0..DRAIN_AT_ONCE {
+            let Some(message) = next(self) else {
+                dry = true;
+                break;
+            };
+            match message {
+                Ok(raw) => {
+                    self.accept(raw, buffer, now)?;
+                    let reason = buffer
+                        .due(rollover, now)
+                        .or(budget.over(buffer.bytes()).then_some(RolloverReason::MemoryBudget));
+                    if let Some(reason) = reason {
+                        return Ok((Some(buffer.close(reason)), false));
+                    }
+                }
+                // librdkafka reconnects by itself; say so and keep going.
+                Err(e) => {
+                    tracing::warn!(publisher = %self.id, topic = %self.publisher.source.topic, error = %e, "consumer error")
+                }
+            }
+        }
+        // The other workers see this buffer as it is now.
+        self.node.budget.share(self.worker_id, buffer.bytes());
+        Ok((None, dry))
     }
 
     /// Buffers a message unless the catalog says it is already committed.
@@ -863,6 +876,8 @@ impl Worker {
                 return;
             }
         };
+        let partitions: Vec<i32> = ranges.iter().map(|r| r.partition).collect();
+        self.queue.forget(&partitions);
         for r in ranges {
             let offset = stored.get(&r.partition).copied();
             self.next.insert(r.partition, offset);

@@ -3,6 +3,8 @@
 //! catalog's offsets (the source of truth); Kafka's own group offsets are only
 //! a fallback for partitions the catalog has never committed.
 
+mod queue;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +21,9 @@ use tokio::sync::mpsc;
 use crate::catalog::Catalog;
 use crate::formats::RawMessage;
 use crate::source::{KafkaConnection, OffsetReset};
+
+use queue::Forwarding;
+pub use queue::MessageQueue;
 
 /// A change in the partitions this worker owns, or in whether the brokers take it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +43,8 @@ pub struct WorkerContext {
     topic: String,
     connection: KafkaConnection,
     events: mpsc::UnboundedSender<Assignment>,
+    /// Where assigned partitions' messages go: the worker's [`MessageQueue`].
+    forwarding: Arc<Forwarding>,
 }
 
 impl ClientContext for WorkerContext {
@@ -84,8 +91,12 @@ impl ConsumerContext for WorkerContext {
                     publisher = %self.publisher, topic = %self.topic, at_catalog_offsets = ?resumed, at_group_offsets_or_reset = ?fallback,
                     "partitions assigned: those the catalog has committed resume at its offsets; the others start at the consumer group's committed offsets, or by auto.offset.reset when the group has none"
                 );
-                if let Err(e) = consumer.assign(tpl) {
-                    tracing::error!(publisher = %self.publisher, error = %e, "assigning partitions failed");
+                match consumer.assign(tpl) {
+                    Ok(()) => {
+                        let partitions: Vec<i32> = assigned.keys().copied().collect();
+                        self.forwarding.forward(consumer.client().native_ptr(), &self.topic, &partitions);
+                    }
+                    Err(e) => tracing::error!(publisher = %self.publisher, error = %e, "assigning partitions failed"),
                 }
                 let _ = self.events.send(Assignment::Assigned(assigned));
             }
@@ -146,7 +157,8 @@ pub const CONSUMER_DEFAULTS: &[(&str, &str)] = &[
     ("heartbeat.interval.ms", "1000"),
 ];
 
-/// A consumer for one publisher, subscribed to its topic.
+/// A consumer for one publisher, subscribed to its topic, and the queue its
+/// messages arrive on.
 pub fn subscribe(
     connection: &KafkaConnection,
     group_id: &str,
@@ -154,7 +166,7 @@ pub fn subscribe(
     catalog: Arc<Catalog>,
     publisher: &str,
     topic: &str,
-) -> KafkaResult<(WorkerConsumer, mpsc::UnboundedReceiver<Assignment>)> {
+) -> KafkaResult<(Arc<WorkerConsumer>, MessageQueue, mpsc::UnboundedReceiver<Assignment>)> {
     let reset = match reset {
         OffsetReset::Earliest => "earliest",
         OffsetReset::Latest => "latest",
@@ -177,13 +189,18 @@ pub fn subscribe(
         topic: topic.to_string(),
         connection: connection.clone(),
         events: tx,
+        forwarding: Arc::new(Forwarding::default()),
     };
-    let consumer: WorkerConsumer = config.create_with_context(context)?;
+    let forwarding = context.forwarding.clone();
+    let consumer: Arc<WorkerConsumer> = Arc::new(config.create_with_context(context)?);
+    // The queue is in place before any partition can be assigned.
+    let queue = MessageQueue::new(consumer.clone(), forwarding);
     consumer.subscribe(&[topic])?;
-    Ok((consumer, rx))
+    Ok((consumer, queue, rx))
 }
 
-/// Copies what weir keeps of a message out of librdkafka's buffer.
+/// Copies what weir keeps of a message out of librdkafka's buffer (one read
+/// from the consumer queue; see [`MessageQueue`] for the rest).
 pub fn to_raw(message: &BorrowedMessage<'_>) -> RawMessage {
     let headers = message
         .headers()
