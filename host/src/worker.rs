@@ -404,8 +404,8 @@ impl Worker {
                 }
                 // Messages fetched before their partition was forwarded to the queue.
                 Some(received) = messages.next() => {
-                    let mut received = Some(received.map(|m| consume::to_raw(&m)));
-                    let next = |_: &mut Self| received.take().or_else(|| messages.next().now_or_never().flatten().map(|r| r.map(|m| consume::to_raw(&m))));
+                    let mut received = Some(received.and_then(|m| consume::to_raw(&m)));
+                    let next = |_: &mut Self| received.take().or_else(|| messages.next().now_or_never().flatten().map(|r| r.and_then(|m| consume::to_raw(&m))));
                     self.read(next, &mut buffer, &rollover)?.0
                 }
             };

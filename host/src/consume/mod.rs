@@ -13,7 +13,7 @@ use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::error::KafkaResult;
-use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::message::BorrowedMessage;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 use tokio::sync::mpsc;
@@ -199,21 +199,11 @@ pub fn subscribe(
     Ok((consumer, queue, rx))
 }
 
-/// Copies what weir keeps of a message out of librdkafka's buffer (one read
-/// from the consumer queue; see [`MessageQueue`] for the rest).
-pub fn to_raw(message: &BorrowedMessage<'_>) -> RawMessage {
-    let headers = message
-        .headers()
-        .map(|h| h.iter().map(|header| (header.key.to_string(), header.value.map(<[u8]>::to_vec))).collect())
-        .unwrap_or_default();
-    RawMessage::new(
-        message.partition(),
-        message.offset(),
-        message.timestamp().to_millis(),
-        message.key(),
-        message.payload(),
-        headers,
-    )
+/// Copies what weir keeps of a message read from the consumer queue out of
+/// librdkafka's buffer (see [`MessageQueue`] for the rest).
+pub fn to_raw(message: &BorrowedMessage<'_>) -> KafkaResult<RawMessage> {
+    // SAFETY: a message the consumer handed out, alive while borrowed.
+    unsafe { queue::copy(&*message.ptr()) }
 }
 
 /// What a connection check found.

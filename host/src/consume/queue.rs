@@ -145,12 +145,11 @@ impl Drop for MessageQueue {
     }
 }
 
-/// Copies what weir keeps of a message out of librdkafka's buffer, as
-/// [`super::to_raw`] does for one read from the stream.
+/// Copies what weir keeps of a message out of librdkafka's buffer, or its error.
 ///
 /// # Safety
 /// `message` is a message librdkafka handed out and has not destroyed.
-unsafe fn copy(message: &rdsys::rd_kafka_message_t) -> KafkaResult<RawMessage> {
+pub(super) unsafe fn copy(message: &rdsys::rd_kafka_message_t) -> KafkaResult<RawMessage> {
     if message.err != rdsys::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
         return Err(KafkaError::MessageConsumption(RDKafkaErrorCode::from(message.err)));
     }
