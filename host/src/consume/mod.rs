@@ -91,11 +91,14 @@ impl ConsumerContext for WorkerContext {
                     publisher = %self.publisher, topic = %self.topic, at_catalog_offsets = ?resumed, at_group_offsets_or_reset = ?fallback,
                     "partitions assigned: those the catalog has committed resume at its offsets; the others start at the consumer group's committed offsets, or by auto.offset.reset when the group has none"
                 );
+                // Forwarded before the assignment starts fetching, so that no message of a
+                // partition assigned for the first time reaches the consumer queue (read
+                // there, it could come after later ones read from the worker's queue), and
+                // again after it, since assigning may clear what was forwarded before.
+                let forwarded: Vec<i32> = assigned.keys().copied().collect();
+                self.forwarding.forward(consumer.client().native_ptr(), &self.topic, &forwarded);
                 match consumer.assign(tpl) {
-                    Ok(()) => {
-                        let partitions: Vec<i32> = assigned.keys().copied().collect();
-                        self.forwarding.forward(consumer.client().native_ptr(), &self.topic, &partitions);
-                    }
+                    Ok(()) => self.forwarding.forward(consumer.client().native_ptr(), &self.topic, &forwarded),
                     Err(e) => tracing::error!(publisher = %self.publisher, error = %e, "assigning partitions failed"),
                 }
                 let _ = self.events.send(Assignment::Assigned(assigned));
