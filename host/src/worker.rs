@@ -404,8 +404,10 @@ impl Worker {
                 }
                 // Messages fetched before their partition was forwarded to the queue.
                 Some(received) = messages.next() => {
-                    let mut received = Some(received.and_then(|m| consume::to_raw(&m)));
-                    let next = |_: &mut Self| received.take().or_else(|| messages.next().now_or_never().flatten().map(|r| r.and_then(|m| consume::to_raw(&m))));
+                    let mut received = Some(received);
+                    let next = |_: &mut Self| {
+                        received.take().or_else(|| messages.next().now_or_never().flatten()).map(|r| r.and_then(|m| consume::to_raw(&m)))
+                    };
                     self.read(next, &mut buffer, &rollover)?.0
                 }
             };

@@ -257,8 +257,10 @@ mod tests {
 
     use futures::StreamExt as _;
     use rdkafka::config::ClientConfig;
-    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    use rdkafka::message::{Header, Message as _, OwnedHeaders};
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer as _};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
     use crate::catalog::Catalog;
     use crate::embedded_broker::EmbeddedBroker;
@@ -296,6 +298,36 @@ mod tests {
     fn the_linked_librdkafka_holds_messages_as_mirrored() {
         // An upgraded rdkafka-sys: check `Held` against its rdkafka_msg.h, then update HELD_LAYOUT.
         assert!(super::held_layout_known(), "librdkafka {:#x} is linked", unsafe { rdkafka_sys::rd_kafka_version() });
+    }
+
+    #[test]
+    fn a_message_without_headers_is_told_apart_without_asking_librdkafka() {
+        let broker = EmbeddedBroker::start(1).unwrap();
+        broker.create_topic("t", 2).unwrap();
+        produce(broker.bootstrap_servers(), 0..5);
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", broker.bootstrap_servers())
+            .set("group.id", "g")
+            .create()
+            .unwrap();
+        let mut assignment = TopicPartitionList::new();
+        for partition in [0, 1] {
+            assignment.add_partition_offset("t", partition, Offset::Beginning).unwrap();
+        }
+        consumer.assign(&assignment).unwrap();
+        let mut without: BTreeMap<(i32, i64), bool> = BTreeMap::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while without.len() < 10 {
+            assert!(std::time::Instant::now() < deadline, "10 messages within 20 s; got {without:?}");
+            if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+                let message = message.unwrap();
+                // SAFETY: a message the consumer handed out, alive while borrowed.
+                let told = unsafe { super::without_headers(&*message.ptr()) };
+                without.insert((message.partition(), message.offset()), told);
+            }
+        }
+        // Partition 0's carry headers, partition 1's none.
+        assert!(without.iter().all(|((partition, _), told)| *told == (*partition == 1)), "{without:?}");
     }
 
     /// Reads until `n` messages came, by partition.
