@@ -39,6 +39,7 @@ fn main() {
         ("clicks (8 fields)", CLICKS_SCHEMA.to_string(), (0..MESSAGES).map(|i| dataset::message(i).1).collect()),
         ("wide (64 fields: ints, floats, text)", wide_schema(), (0..MESSAGES).map(wide_message).collect()),
         ("nested (objects, arrays of objects)", NESTED_SCHEMA.to_string(), (0..MESSAGES).map(nested_message).collect()),
+        ("times (8 date-times, 4 offsets)", times_schema(), (0..MESSAGES).map(times_message).collect()),
     ] {
         compare(name, &schema, values);
     }
@@ -120,6 +121,24 @@ fn runs_of(values: &[String]) -> Vec<Vec<&String>> {
     }
     runs.retain(|r| !r.is_empty());
     runs
+}
+
+/// 8 date-time properties: events carry several timestamps (created, sent, seen…).
+fn times_schema() -> String {
+    let properties: Vec<String> =
+        (0..8).map(|i| format!(r#""t{i}":{{"type":"string","format":"date-time"}}"#)).collect();
+    format!(r#"{{"type":"object","properties":{{{}}}}}"#, properties.join(","))
+}
+
+fn times_message(n: usize) -> String {
+    let offsets = ["Z", "+00:00", "-08:00", "+05:30"];
+    let values: Vec<String> = (0..8)
+        .map(|i| {
+            let (minute, second, ms) = ((n / 60_000 + i) % 60, (n / 1000) % 60, (n * 7 + i) % 1000);
+            format!(r#""t{i}":"2026-11-29T10:{minute:02}:{second:02}.{ms:03}{}""#, offsets[i % 4])
+        })
+        .collect();
+    format!("{{{}}}", values.join(","))
 }
 
 /// 64 properties: integers, numbers and short strings, 16 of each kind twice over.

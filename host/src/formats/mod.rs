@@ -23,6 +23,7 @@ pub mod json;
 pub mod json_schema;
 pub mod protobuf;
 pub mod registry;
+mod rfc3339;
 pub mod writers;
 
 use std::sync::Arc;
