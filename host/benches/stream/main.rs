@@ -186,8 +186,9 @@ struct Args {
     json: bool,
     /// `--only weir`: raw consume and weir end to end (JSON) alone, with the
     /// stage timings, the peak RSS at the 64 MB rollover and a short latency
-    /// run: the quick loop while working on weir's speed.
-    only_weir: bool,
+    /// run: the quick loop while working on weir's speed. `--only avro`:
+    /// weir end to end on the registry-framed Avro copy alone.
+    only: Option<String>,
 }
 
 fn args() -> Args {
@@ -200,8 +201,8 @@ fn args() -> Args {
         Some("tansu") => vec!["tansu".into()],
         _ => vec!["embedded".into(), "tansu".into()],
     };
-    let only_weir = value("--only").as_deref() == Some("weir");
-    Args { messages, quick, brokers, json: value("--output").as_deref() == Some("json"), only_weir }
+    let only = value("--only");
+    Args { messages, quick, brokers, json: value("--output").as_deref() == Some("json"), only }
 }
 
 fn main() {
@@ -217,8 +218,13 @@ fn main() {
             Broker::Embedded(_) => args.messages.min(dataset::EMBEDDED_CAPACITY),
             Broker::Tansu(_) => args.messages,
         };
-        if args.only_weir {
-            runs::measure_weir(&broker, messages);
+        match args.only.as_deref() {
+            Some("weir") => runs::measure_weir(&broker, messages),
+            Some("avro") => runs::measure_weir_avro(&broker, messages),
+            Some(other) => panic!("--only takes weir or avro, not {other}"),
+            None => {}
+        }
+        if args.only.is_some() {
             continue;
         }
         let figures = runs::measure(&broker, messages, args.quick);

@@ -117,6 +117,32 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
     }
 }
 
+/// weir end to end on the dataset as registry-framed Avro alone: for working
+/// on the Avro path's speed.
+pub fn measure_weir_avro(broker: &Broker, n: usize) {
+    let registry = EmbeddedRegistry::start().unwrap();
+    let avro_id = registry.register(&value_subject(AVRO_TOPIC), SchemaType::Avro, CLICKS_AVRO, vec![]).unwrap();
+    broker.create_topic(AVRO_TOPIC, PARTITIONS);
+    eprintln!("[{}] producing {n} messages as registry-framed Avro ...", broker.name());
+    let bytes = dataset::produce_avro(&broker.bootstrap(), &broker.client_settings(), AVRO_TOPIC, n, avro_id);
+    let timed = (n / BATCH).max(1) * BATCH;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let avro = Dataset::Avro { registry: registry.url() };
+    let (run, t, commits) = rt.block_on(weir_run(broker, &avro, timed, PublishStage::Plugin, "weir-avro"));
+    let run = Rate::new(timed, run.0, bytes as f64 / n as f64, run.1);
+    println!(
+        "weir, Avro   {:>10.0} msg/s {:>7.2} CPU µs/msg {:>5.2} cores (broker {:.2}); stages over {commits} batches (ms): decode {:.0}, publish {:.0} (writing the table {:.0}), commit {:.0}",
+        run.messages_per_s,
+        run.cpu_us_per_message(),
+        run.cpu_seconds / run.seconds,
+        run.broker_cores(),
+        t.decode,
+        t.publish,
+        t.write,
+        t.commit
+    );
+}
+
 /// Raw consume and weir end to end on the JSON dataset alone, printed as they
 /// finish: for working on weir's speed without the whole comparison.
 pub fn measure_weir(broker: &Broker, n: usize) {
