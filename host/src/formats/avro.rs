@@ -68,15 +68,16 @@ pub fn decode(declared: &Declared, bodies: &[Body<'_>]) -> Rows {
     let mut rows = Rows::default();
     let mut segment = Segment { writer: None, decoder: None, members: Vec::new() };
     for (i, body) in bodies.iter().enumerate() {
-        let writer = body.writer.clone().unwrap_or_else(|| declared.text.clone());
-        if segment.writer.as_deref() != Some(&*writer) {
+        // Compared by address first, and cloned only when a segment starts: a run's bodies share one text.
+        let writer = body.writer.as_ref().unwrap_or(&declared.text);
+        if !segment.writer.as_ref().is_some_and(|w| Arc::ptr_eq(w, writer) || w == writer) {
             segment.finish(declared, &mut rows);
             segment = Segment { writer: Some(writer.clone()), decoder: None, members: Vec::new() };
         }
         let remaining = bodies.len() - i;
         let decoder = match &mut segment.decoder {
             Some(d) => d,
-            None => match decoder(&writer, &declared.text, remaining) {
+            None => match decoder(writer, &declared.text, remaining) {
                 Ok(d) => segment.decoder.insert(d),
                 Err(e) => {
                     rows.failed.push((i, format!("its writer schema cannot be read as the declared schema: {e}")));

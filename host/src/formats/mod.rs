@@ -161,6 +161,39 @@ impl<'a> Body<'a> {
     }
 }
 
+/// A writer schema as one run uses it. The Avro text is the run's own copy:
+/// cloning the shared one for every message would bounce its reference
+/// count between the threads decoding other partitions' runs.
+/// Likewise a Protobuf writer's check of a message-index path is asked of
+/// the shared writer (behind a lock) only when the path changes.
+struct RunWriter {
+    id: u32,
+    writer: Arc<Writer>,
+    avro: Option<Arc<str>>,
+    /// Protobuf: the path last checked, and what was found.
+    checked: Option<(Vec<i32>, Result<(), String>)>,
+}
+
+impl RunWriter {
+    fn new(id: u32, writer: Arc<Writer>) -> Self {
+        let avro = match &*writer {
+            Writer::Avro(text) => Some(Arc::from(&**text)),
+            _ => None,
+        };
+        Self { id, writer, avro, checked: None }
+    }
+
+    /// Whether a Protobuf writer's message at `indexes` reads as the declared
+    /// message (any other writer: yes).
+    fn check(&mut self, indexes: &[i32]) -> Result<(), String> {
+        let Writer::Protobuf(file) = &*self.writer else { return Ok(()) };
+        match &self.checked {
+            Some((last, found)) if last == indexes => found.clone(),
+            _ => self.checked.insert((indexes.to_vec(), file.check(indexes))).1.clone(),
+        }
+    }
+}
+
 /// What a format's decoder made of a list of bodies.
 #[derive(Debug, Default)]
 pub struct Rows {
@@ -234,8 +267,9 @@ impl Decoder {
         let mut bodies: Vec<Body<'_>> = Vec::with_capacity(messages.len());
         let mut of_body: Vec<usize> = Vec::with_capacity(messages.len());
         let mut schema_ids: Vec<i32> = Vec::new();
+        let mut last = None;
         for (i, message) in messages.iter().enumerate() {
-            match self.body(message) {
+            match self.body(message, &mut last) {
                 Ok((body, id)) => {
                     bodies.push(body);
                     of_body.push(i);
@@ -286,24 +320,30 @@ impl Decoder {
     }
 
     /// A message's value without its framing, or why it cannot be decoded.
-    fn body<'m>(&self, message: &'m RawMessage) -> Result<(Body<'m>, Option<u32>), String> {
+    /// `last` is the writer schema the run's previous framed message named:
+    /// a run's messages mostly share one, which is then looked up once.
+    fn body<'m>(
+        &self,
+        message: &'m RawMessage,
+        last: &mut Option<RunWriter>,
+    ) -> Result<(Body<'m>, Option<u32>), String> {
         let value = message.payload().ok_or("the message has no value (a tombstone)")?;
         let Some(writers) = &self.inner.writers else { return Ok((Body::plain(value), None)) };
         let protobuf = self.inner.format.data_format() == DataFormat::Protobuf;
         let framed = registry::unframe(value, protobuf)?;
-        let writer = match writers.get(framed.schema_id) {
-            Some(writer) => writer,
-            None => return Err(format!("schema id {} was never fetched from the registry", framed.schema_id)),
+        let run_writer = match last {
+            Some(w) if w.id == framed.schema_id => w,
+            _ => match writers.get(framed.schema_id) {
+                Some(writer) => last.insert(RunWriter::new(framed.schema_id, writer)),
+                None => return Err(format!("schema id {} was never fetched from the registry", framed.schema_id)),
+            },
         };
-        let avro = match &*writer {
+        let avro = match &*run_writer.writer {
             Writer::Refused(reason) => return Err(reason.clone()),
-            Writer::Avro(text) => Some(text.clone()),
-            Writer::Json => None,
-            Writer::Protobuf(file) => {
-                file.check(&framed.message_indexes)?;
-                None
-            }
+            Writer::Avro(_) => run_writer.avro.clone(),
+            Writer::Json | Writer::Protobuf(_) => None,
         };
+        run_writer.check(&framed.message_indexes)?;
         Ok((Body { bytes: framed.body, writer: avro }, Some(framed.schema_id)))
     }
 
@@ -594,6 +634,50 @@ mod tests {
         assert_eq!((tags.value(0).len(), tags.value(1).len()), (2, 0));
         assert_eq!(decoded.dead.len(), 1);
         assert!(decoded.dead[0].error.starts_with("not a valid Protobuf p.M message"), "{}", decoded.dead[0].error);
+    }
+
+    /// A run whose framed messages change writer schema and message path
+    /// mid-run: each is read with its own (a run looks a writer up again
+    /// only when the id changes, and checks a path again only when it does).
+    #[test]
+    fn a_run_of_mixed_writers_and_message_paths_reads_each_message_with_its_own() {
+        use crate::embedded_registry::EmbeddedRegistry;
+        use crate::source::SchemaRegistry;
+        use registry::{RegistryClient, SchemaType, frame, value_subject};
+
+        let registry = EmbeddedRegistry::start().unwrap();
+        let proto = "syntax = \"proto3\"; package p; message M { int64 id = 1; } message Other { string s = 1; }";
+        let format = Format::parse(DataFormat::Protobuf, proto, Some("p.M")).unwrap();
+        let v1 = registry.register(&value_subject("t"), SchemaType::Protobuf, proto, vec![]).unwrap();
+        let evolved = "syntax = \"proto3\"; package p; message M { int64 id = 1; string note = 2; } message Other { string s = 1; }";
+        let v2 = registry.register(&value_subject("t"), SchemaType::Protobuf, evolved, vec![]).unwrap();
+        let client = RegistryClient::new(&SchemaRegistry { url: registry.url(), ..SchemaRegistry::default() }).unwrap();
+        let writers = writers::WriterSchemas::new(client, format.clone(), "t", None);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(writers.prepare([v1, v2].into_iter()));
+        let value = |id: i64| encode_json_values(&format, &[format!(r#"{{"id": {id}}}"#)], None).unwrap().remove(0);
+        // Path [0] is M, path [1] is Other: not the declared message.
+        let framed = [
+            frame(v1, Some(&[0]), &value(1)),
+            frame(v1, Some(&[1]), &value(2)),
+            frame(v2, Some(&[0]), &value(3)),
+            frame(v2, Some(&[0]), &value(4)),
+            frame(v2, Some(&[1]), &value(5)),
+            frame(v1, Some(&[0]), &value(6)),
+            frame(4242, Some(&[0]), &value(7)),
+            frame(v1, Some(&[0]), &value(8)),
+        ];
+        let messages = framed.iter().enumerate().map(|(i, v)| msg(i as i64, v)).collect();
+        let decoded = Decoder::new(format, Some(writers)).decode(messages);
+        assert_eq!(decoded.batch.column(0).as_primitive::<Int64Type>().values(), &[1, 3, 4, 6, 8]);
+        let ids = decoded.batch.column_by_name("_schema_id").unwrap().as_primitive::<arrow::datatypes::Int32Type>();
+        assert_eq!(ids.values(), &[v1 as i32, v2 as i32, v2 as i32, v1 as i32, v1 as i32]);
+        let dead: Vec<(i64, &str)> = decoded.dead.iter().map(|d| (d.message.offset, d.error.as_str())).collect();
+        assert_eq!(dead.len(), 3, "{dead:#?}");
+        assert_eq!((dead[0].0, dead[1].0, dead[2].0), (1, 4, 6));
+        assert!(dead[0].1.contains("is a p.Other") && dead[0].1.contains(&format!("schema id {v1}")), "{}", dead[0].1);
+        assert!(dead[1].1.contains("is a p.Other") && dead[1].1.contains(&format!("schema id {v2}")), "{}", dead[1].1);
+        assert_eq!(dead[2].1, "schema id 4242 was never fetched from the registry");
     }
 
     #[test]
