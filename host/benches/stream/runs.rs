@@ -55,11 +55,7 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
     assert!(n >= BATCH, "the dataset must hold at least one {BATCH}-message batch");
     // The same events as Avro framed by a schema registry, on topic `Clicks`: its table is
     // `clicks` too (a table is named after its topic, lowercased), so the same plugin publishes it.
-    let registry = EmbeddedRegistry::start().unwrap();
-    let avro_id = registry.register(&value_subject(AVRO_TOPIC), SchemaType::Avro, CLICKS_AVRO, vec![]).unwrap();
-    broker.create_topic(AVRO_TOPIC, PARTITIONS);
-    eprintln!("[{}] producing the {n} messages again as registry-framed Avro ...", broker.name());
-    let avro_bytes = dataset::produce_avro(&bootstrap, &settings, AVRO_TOPIC, n, avro_id);
+    let (registry, avro_id, avro_bytes) = produce_avro_copy(broker, n);
     let avro = Dataset::Avro { registry: registry.url() };
 
     eprintln!("[{}] the floor: decoding and writing the table, in memory ...", broker.name());
@@ -120,11 +116,7 @@ pub fn measure(broker: &Broker, n: usize, quick: bool) -> Figures {
 /// weir end to end on the dataset as registry-framed Avro alone: for working
 /// on the Avro path's speed.
 pub fn measure_weir_avro(broker: &Broker, n: usize) {
-    let registry = EmbeddedRegistry::start().unwrap();
-    let avro_id = registry.register(&value_subject(AVRO_TOPIC), SchemaType::Avro, CLICKS_AVRO, vec![]).unwrap();
-    broker.create_topic(AVRO_TOPIC, PARTITIONS);
-    eprintln!("[{}] producing {n} messages as registry-framed Avro ...", broker.name());
-    let bytes = dataset::produce_avro(&broker.bootstrap(), &broker.client_settings(), AVRO_TOPIC, n, avro_id);
+    let (registry, _, bytes) = produce_avro_copy(broker, n);
     let timed = (n / BATCH).max(1) * BATCH;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let avro = Dataset::Avro { registry: registry.url() };
@@ -141,6 +133,17 @@ pub fn measure_weir_avro(broker: &Broker, n: usize) {
         t.write,
         t.commit
     );
+}
+
+/// The dataset as registry-framed Avro on topic `Clicks`, its schema in a
+/// registry of its own: the registry, the schema's id and the bytes produced.
+fn produce_avro_copy(broker: &Broker, n: usize) -> (EmbeddedRegistry, u32, u64) {
+    let registry = EmbeddedRegistry::start().unwrap();
+    let id = registry.register(&value_subject(AVRO_TOPIC), SchemaType::Avro, CLICKS_AVRO, vec![]).unwrap();
+    broker.create_topic(AVRO_TOPIC, PARTITIONS);
+    eprintln!("[{}] producing the {n} messages as registry-framed Avro ...", broker.name());
+    let bytes = dataset::produce_avro(&broker.bootstrap(), &broker.client_settings(), AVRO_TOPIC, n, id);
+    (registry, id, bytes)
 }
 
 /// Raw consume and weir end to end on the JSON dataset alone, printed as they
