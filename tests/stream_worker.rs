@@ -484,3 +484,68 @@ fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+/// A partition the catalog has never committed starts where the publisher's
+/// consumer group left off (a group an earlier consumer committed in), and
+/// one the group has no offset for either starts by `kafka.auto_offset_reset`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_new_to_the_catalog_starts_at_the_group_offset_or_by_reset() {
+    use rdkafka::consumer::{BaseConsumer, CommitMode};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+    let h = Harness::new(2);
+    h.produce("clicks", &clicks(0, 40)).await;
+    let bootstrap = h.broker.bootstrap_servers().to_string();
+    let group = "an-earlier-consumer";
+    let earlier: BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", &bootstrap).set("group.id", group).create().unwrap();
+    let held: Vec<i64> =
+        (0..2).map(|p| earlier.fetch_watermarks("clicks", p, Duration::from_secs(10)).unwrap().1).collect();
+    assert!(held.iter().all(|&n| n > 5), "both partitions hold messages: {held:?}");
+    let mut committed = TopicPartitionList::new();
+    committed.add_partition_offset("clicks", 0, Offset::Offset(5)).unwrap();
+    earlier.commit(&committed, CommitMode::Sync).unwrap();
+    drop(earlier);
+
+    // The group's offset for partition 0; partition 1 by the default reset, from its beginning.
+    let connection = weir::source::KafkaConnection { group_id: Some(group.into()), ..h.connection() };
+    let src_cfg = json!({"kafka.time_rollover_seconds": 1});
+    let publisher = common::stream::publisher(connection, &h.runtime, "read-clicks", "clicks", src_cfg, None);
+    let mut w = h.start(publisher, WorkerOptions::default());
+    let expected = (held[0] - 5 + held[1]) as u64;
+    let executions = w.commits_until(expected).await;
+    let first = |partition: i32| {
+        executions.iter().flat_map(|e| &e.offsets).filter(|r| r.partition == partition).map(|r| r.first).min()
+    };
+    assert_eq!((first(0), first(1)), (Some(5), Some(0)));
+    w.stop().await;
+    assert_eq!(h.committed_event_ids().len() as u64, expected);
+
+    // A new group reading from the end: what was there before is skipped, what comes after is read.
+    let connection = weir::source::KafkaConnection { group_id: Some("a-new-group".into()), ..h.connection() };
+    let src_cfg = json!({"kafka.time_rollover_seconds": 1, "kafka.auto_offset_reset": "latest"});
+    let h2 = Harness {
+        catalog: std::sync::Arc::new(weir::catalog::Catalog::open(&h.dir.path().join("second")).unwrap()),
+        ..h
+    };
+    let publisher = common::stream::publisher(connection, &h2.runtime, "read-clicks", "clicks", src_cfg, None);
+    let mut w = h2.start(publisher, WorkerOptions::default());
+    w.next_matching(|e| matches!(e, WorkerEvent::Assigned(p) if p.len() == 2).then_some(())).await;
+    // Positions at the end are looked up as the partitions start fetching.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h2.produce("clicks", &clicks(100, 10)).await;
+    let executions = w.commits_until(10).await;
+    assert_eq!(executions.iter().map(|e| e.rows_out).sum::<u64>(), 10);
+    for e in &executions {
+        for r in &e.offsets {
+            assert!(
+                r.first >= held[r.partition as usize],
+                "partition {} read from {} though it held {} before",
+                r.partition,
+                r.first,
+                held[r.partition as usize]
+            );
+        }
+    }
+    w.stop().await;
+}

@@ -45,6 +45,9 @@ pub struct WorkerContext {
     events: mpsc::UnboundedSender<Assignment>,
     /// Where assigned partitions' messages go: the worker's [`MessageQueue`].
     forwarding: Arc<Forwarding>,
+    /// Where a partition that neither the catalog nor the group has an offset
+    /// for starts (`auto.offset.reset`); `None` when that is not a position.
+    reset: Option<Offset>,
 }
 
 impl ClientContext for WorkerContext {
@@ -57,6 +60,59 @@ impl ClientContext for WorkerContext {
             }
             None => tracing::warn!(publisher = %self.publisher, error = %error, "librdkafka: {reason}"),
         }
+    }
+}
+
+/// How long an assignment waits for the group's committed offsets before it
+/// leaves looking them up to librdkafka.
+const GROUP_OFFSETS_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl WorkerContext {
+    /// Positions `partitions` (those the catalog has no offset for) in `tpl`
+    /// at the group's committed offsets, looked up now, or at the reset
+    /// position where the group has none; returns the group's offsets found.
+    ///
+    /// librdkafka would look the group's offsets up itself, but for a partition
+    /// the group has none for, it then waits a fixed 100 ms before it asks the
+    /// broker where the reset position is: a new publisher's first fetch came
+    /// 100 ms late. When the lookup fails, the partitions are left to
+    /// librdkafka as before.
+    fn position_at_group_offsets(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        partitions: &[i32],
+        tpl: &mut TopicPartitionList,
+    ) -> BTreeMap<i32, i64> {
+        let mut found = BTreeMap::new();
+        if partitions.is_empty() {
+            return found;
+        }
+        let mut ask = TopicPartitionList::new();
+        for &partition in partitions {
+            ask.add_partition(&self.topic, partition);
+        }
+        let committed = match consumer.committed_offsets(ask, GROUP_OFFSETS_TIMEOUT) {
+            Ok(committed) => committed,
+            Err(e) => {
+                tracing::debug!(publisher = %self.publisher, error = %e, "looking up the group's offsets on assignment failed; librdkafka looks them up");
+                return found;
+            }
+        };
+        for element in committed.elements_for_topic(&self.topic) {
+            let start = match (element.error(), element.offset()) {
+                (Ok(()), Offset::Offset(offset)) => {
+                    found.insert(element.partition(), offset);
+                    Offset::Offset(offset)
+                }
+                (Ok(()), Offset::Invalid) => match self.reset {
+                    Some(reset) => reset,
+                    None => continue,
+                },
+                _ => continue,
+            };
+            let _ = tpl.set_partition_offset(&self.topic, element.partition(), start);
+        }
+        found
     }
 }
 
@@ -87,8 +143,9 @@ impl ConsumerContext for WorkerContext {
                 // committed starts where the group left off, which surprises people who reuse a group.
                 let resumed: BTreeMap<i32, i64> = assigned.iter().filter_map(|(p, o)| Some((*p, (*o)?))).collect();
                 let fallback: Vec<i32> = assigned.iter().filter(|(_, o)| o.is_none()).map(|(p, _)| *p).collect();
+                let at_group = self.position_at_group_offsets(consumer, &fallback, tpl);
                 tracing::info!(
-                    publisher = %self.publisher, topic = %self.topic, at_catalog_offsets = ?resumed, at_group_offsets_or_reset = ?fallback,
+                    publisher = %self.publisher, topic = %self.topic, at_catalog_offsets = ?resumed, at_group_offsets_or_reset = ?fallback, ?at_group,
                     "partitions assigned: those the catalog has committed resume at its offsets; the others start at the consumer group's committed offsets, or by auto.offset.reset when the group has none"
                 );
                 // Forwarded before the assignment starts fetching, so that no message of a
@@ -170,12 +227,12 @@ pub fn subscribe(
     publisher: &str,
     topic: &str,
 ) -> KafkaResult<(Arc<WorkerConsumer>, MessageQueue, mpsc::UnboundedReceiver<Assignment>)> {
-    let reset = match reset {
+    let reset_setting = match reset {
         OffsetReset::Earliest => "earliest",
         OffsetReset::Latest => "latest",
     };
     let mut config = ClientConfig::new();
-    config.set("group.id", group_id).set("auto.offset.reset", reset);
+    config.set("group.id", group_id).set("auto.offset.reset", reset_setting);
     for (key, value) in CONSUMER_DEFAULTS {
         config.set(*key, *value);
     }
@@ -185,6 +242,12 @@ pub fn subscribe(
     }
     // ...but offsets are ours: the catalog's first, the group's only so lag tools see progress.
     config.set("enable.auto.commit", "false").set("enable.auto.offset.store", "false");
+    // Where a partition without any offset starts, as the settings have it in the end.
+    let reset = match config.get("auto.offset.reset") {
+        Some("earliest" | "smallest" | "beginning") => Some(Offset::Beginning),
+        Some("latest" | "largest" | "end") => Some(Offset::End),
+        _ => None,
+    };
     let (tx, rx) = mpsc::unbounded_channel();
     let context = WorkerContext {
         catalog,
@@ -193,6 +256,7 @@ pub fn subscribe(
         connection: connection.clone(),
         events: tx,
         forwarding: Arc::new(Forwarding::default()),
+        reset,
     };
     let forwarding = context.forwarding.clone();
     let consumer: Arc<WorkerConsumer> = Arc::new(config.create_with_context(context)?);
