@@ -120,7 +120,9 @@ pub fn measure_weir_avro(broker: &Broker, n: usize) {
     let timed = (n / BATCH).max(1) * BATCH;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let avro = Dataset::Avro { registry: registry.url() };
+    eprintln!("weir run from {:.6}", monotonic());
     let (run, t, commits) = rt.block_on(weir_run(broker, &avro, timed, PublishStage::Plugin, "weir-avro"));
+    eprintln!("weir run until {:.6}", monotonic());
     let run = Rate::new(timed, run.0, bytes as f64 / n as f64, run.1);
     println!(
         "weir, Avro   {:>10.0} msg/s {:>7.2} CPU µs/msg {:>5.2} cores (broker {:.2}); stages over {commits} batches (ms): decode {:.0}, publish {:.0} (writing the table {:.0}), commit {:.0}",
