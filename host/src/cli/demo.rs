@@ -164,18 +164,19 @@ async fn demo(args: Args) -> anyhow::Result<()> {
     let worker = tokio::spawn(worker::run(publisher, node, WorkerOptions::default(), Some(events_tx), shutdown));
 
     let (mut rows, mut dead, mut batches) = (0u64, 0u64, 0u32);
+    // A batch's line is printed when it commits: the next batch may close before
+    // the one before it commits, and batches commit in the order they closed.
+    let mut closed = std::collections::VecDeque::new();
     let want = (produced.0 + produced.1) as u64;
     let waited = tokio::time::timeout(Duration::from_secs(90), async {
         while let Some(event) = events.recv().await {
             match event {
                 WorkerEvent::Assigned(p) => println!("  partitions {:?} assigned", p.keys().collect::<Vec<_>>()),
-                WorkerEvent::Closed { reason, messages, bytes } => {
-                    print!(
-                        "  batch closed by {:<8} {messages:>4} messages, {:>9} → ",
-                        reason.as_str(),
-                        human_bytes(bytes)
-                    )
-                }
+                WorkerEvent::Closed { reason, messages, bytes } => closed.push_back(format!(
+                    "  batch closed by {:<8} {messages:>4} messages, {:>9} → ",
+                    reason.as_str(),
+                    human_bytes(bytes)
+                )),
                 WorkerEvent::Committed(e) => {
                     batches += 1;
                     rows += e.rows_out;
@@ -184,7 +185,8 @@ async fn demo(args: Args) -> anyhow::Result<()> {
                         e.offsets.iter().map(|r| format!("p{} {}..{}", r.partition, r.first, r.last)).collect();
                     let version = e.table_version.map_or("no new version".into(), |v| format!("{table} v{v}"));
                     println!(
-                        "{version}: {} rows, {} dead letters  [{}]",
+                        "{}{version}: {} rows, {} dead letters  [{}]",
+                        closed.pop_front().unwrap_or_default(),
                         e.rows_out,
                         e.dead_letters,
                         offsets.join(", ")
@@ -196,7 +198,9 @@ async fn demo(args: Args) -> anyhow::Result<()> {
                 WorkerEvent::AttemptFailed { attempt, of, error, .. } => {
                     println!("attempt {attempt} of {of} failed: {error}")
                 }
-                WorkerEvent::Dropped { reason } => println!("dropped, to be re-read: {reason}"),
+                WorkerEvent::Dropped { reason } => {
+                    println!("{}dropped, to be re-read: {reason}", closed.pop_front().unwrap_or_default())
+                }
                 WorkerEvent::Registry(RegistryEvent::Schema { id, usable: true }) => {
                     println!("  writer schema id {id} fetched from the registry")
                 }
