@@ -77,6 +77,30 @@ fn a_passthrough_needs_little_more_than_its_input_and_output() {
 }
 
 #[test]
+fn the_sdk_writes_an_unchanged_batch_as_the_frame_it_came_in() {
+    // A frame of one batch as the worker makes them (up to 65,536 rows), 20 MB,
+    // through 32 MiB of guest memory: it fits once, not twice, so the plugin may
+    // not encode a copy of it to write it back.
+    let rt = runtime();
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, false),
+        arrow::datatypes::Field::new("payload", arrow::datatypes::DataType::Utf8, false),
+    ]));
+    let rows = 65_536;
+    let payload = StringArray::from_iter_values((0..rows).map(|i| format!("{i:0>300}")));
+    let input =
+        RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(0..rows as i64)), Arc::new(payload)])
+            .unwrap();
+    let bytes = frame(std::slice::from_ref(&input));
+    let limits = Limits { memory_bytes: 32 << 20, ..Limits::default() };
+    assert!(bytes.len() as u64 > limits.memory_bytes / 2, "a frame of {} bytes", bytes.len());
+    let run = rt.publish(&plugin, vec![vec![bytes]], &limits, None);
+    let tables = run.outcome.expect("an unchanged batch goes back without a copy");
+    assert_eq!(tables[0].frame.batches, [input]);
+}
+
+#[test]
 fn a_streaming_passthrough_holds_one_frame_at_a_time() {
     // What a stream batch looks like, one frame per partition, but fourteen of
     // them: about 60 MB in all, through 32 MiB of guest memory. Under 0.1.0 the

@@ -578,7 +578,8 @@ fn peak_rss(broker: &Broker, n: usize, size_mb: u64) -> Memory {
         .arg(dir.path().join("p.toml"))
         .arg("--plugin")
         .arg(common::guest_path("read-clicks"))
-        // A passthrough holds its input and its output in guest memory: room for both.
+        // Room for a partition's input and its output in guest memory (a passthrough
+        // writes a frame of up to 65,536 rows back as it came, without a copy).
         .args(["--memory-limit", &format!("{}MiB", (4 * size_mb).max(256))])
         .args(["--bootstrap-servers", &broker.bootstrap(), "--group-id", &format!("rss-{size_mb}"), "--data-dir"])
         .arg(dir.path());
