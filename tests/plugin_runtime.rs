@@ -78,26 +78,29 @@ fn a_passthrough_needs_little_more_than_its_input_and_output() {
 
 #[test]
 fn the_sdk_writes_an_unchanged_batch_as_the_frame_it_came_in() {
-    // A frame of one batch as the worker makes them (up to 65,536 rows), 20 MB,
-    // through 32 MiB of guest memory: it fits once, not twice, so the plugin may
-    // not encode a copy of it to write it back.
+    // Frames of one batch as the worker makes them (up to 65,536 rows), 16 MB
+    // each, through 24 MiB of guest memory: a frame fits once, not twice, so
+    // the plugin may neither encode a copy to write it back nor keep the frame
+    // before beside the next.
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();
     let schema = Arc::new(arrow::datatypes::Schema::new(vec![
         arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, false),
         arrow::datatypes::Field::new("payload", arrow::datatypes::DataType::Utf8, false),
     ]));
-    let rows = 65_536;
-    let payload = StringArray::from_iter_values((0..rows).map(|i| format!("{i:0>300}")));
-    let input =
-        RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(0..rows as i64)), Arc::new(payload)])
-            .unwrap();
-    let bytes = frame(std::slice::from_ref(&input));
-    let limits = Limits { memory_bytes: 32 << 20, ..Limits::default() };
-    assert!(bytes.len() as u64 > limits.memory_bytes / 2, "a frame of {} bytes", bytes.len());
-    let run = rt.publish(&plugin, vec![vec![bytes]], &limits, None);
-    let tables = run.outcome.expect("an unchanged batch goes back without a copy");
-    assert_eq!(tables[0].frame.batches, [input]);
+    let input = |seed: i64| {
+        let rows = 60_000;
+        let payload = StringArray::from_iter_values((0..rows).map(|i| format!("{seed}{i:0>250}")));
+        let ids = Int64Array::from_iter_values((0..rows).map(|i| seed * 1_000_000 + i));
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(ids), Arc::new(payload)]).unwrap()
+    };
+    let inputs: Vec<RecordBatch> = (1..=3).map(input).collect();
+    let slot: Vec<Vec<u8>> = inputs.iter().map(|b| frame(std::slice::from_ref(b))).collect();
+    let limits = Limits { memory_bytes: 24 << 20, ..Limits::default() };
+    assert!(slot[0].len() as u64 > limits.memory_bytes / 2, "frames of {} bytes", slot[0].len());
+    let run = rt.publish(&plugin, vec![slot], &limits, None);
+    let tables = run.outcome.expect("each unchanged batch goes back without a copy");
+    assert_eq!(tables[0].frame.batches, inputs);
 }
 
 #[test]

@@ -205,16 +205,18 @@ mod unchanged {
         static READ: RefCell<Vec<(RecordBatch, Buffer)>> = const { RefCell::new(Vec::new()) };
     }
 
-    /// Keeps `batch`'s frame while the author holds any of its columns; one the
-    /// author let go of is forgotten here, so its memory goes.
+    /// Keeps `batch`'s frame, until [`forget_dropped`] finds the author let go of it.
     pub fn remember(batch: &RecordBatch, frame: Buffer) {
-        if batch.num_columns() == 0 {
-            return;
+        if batch.num_columns() > 0 {
+            READ.with_borrow_mut(|read| read.push((batch.clone(), frame)));
         }
-        READ.with_borrow_mut(|read| {
-            read.retain(|(kept, _)| kept.columns().iter().any(|c| Arc::strong_count(c) > 1));
-            read.push((batch.clone(), frame));
-        })
+    }
+
+    /// Forgets the frames whose batches the author no longer holds any column
+    /// of, so their memory goes (before the next frame comes in, which can then
+    /// take its place).
+    pub fn forget_dropped() {
+        READ.with_borrow_mut(|read| read.retain(|(kept, _)| kept.columns().iter().any(|c| Arc::strong_count(c) > 1)))
     }
 
     /// The frame `batch` was read from, if it is that frame's batch unchanged:
@@ -303,6 +305,7 @@ impl Iterator for Frames {
             if let Some(batch) = self.pending.pop_front() {
                 return Some(Ok(batch));
             }
+            unchanged::forget_dropped();
             match decode_batches(self.raw.next()?) {
                 Ok(batches) => self.pending = batches.into(),
                 Err(e) => return Some(Err(e)),
