@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow::compute::concat_batches;
 use weir::frames::Unframed;
-use weir::plugin::{Collect, Limits, LogLevel, LogSource, OutputError, RunError};
+use weir::plugin::{Collect, GuestError, Limits, LogLevel, LogSource, OutputError, RunError};
 
 use common::{clicks, frame, guest, mixed, runtime};
 
@@ -169,6 +169,46 @@ fn passthrough_of_random_batches_round_trips() {
         assert_eq!(tables[0].frame.rows(), rows as u64, "seed {seed}");
         if rows > 0 {
             assert_eq!(all_rows(&tables[0].frame.batches), batch, "seed {seed}");
+        }
+    }
+}
+
+#[test]
+fn the_sdk_reads_dictionaries_and_every_batch_of_a_frame() {
+    // Two batches in one frame, each with its own dictionary: the stream carries
+    // a dictionary message before each, which the SDK must read in order.
+    use arrow::array::{DictionaryArray, Int32Array};
+    use arrow::datatypes::{DataType, Field, Int32Type, Schema};
+    let rt = runtime();
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("n", DataType::Int32, false),
+        Field::new("device", DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)), true),
+    ]));
+    let batch = |values: Vec<&str>, keys: Vec<Option<i32>>| {
+        let n = Int32Array::from_iter_values(0..keys.len() as i32);
+        let device = DictionaryArray::<Int32Type>::try_new(Int32Array::from(keys), Arc::new(StringArray::from(values)));
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(n), Arc::new(device.unwrap())]).unwrap()
+    };
+    let inputs = vec![
+        batch(vec!["desktop", "mobile"], vec![Some(0), Some(1), None, Some(1)]),
+        batch(vec!["tablet", "tv", "watch"], vec![Some(2), Some(0), Some(1)]),
+    ];
+    let run = rt.publish(&plugin, vec![vec![frame(&inputs)]], &Limits::default(), None);
+    let tables = run.outcome.expect("a passthrough of dictionaries succeeds");
+    assert_eq!(tables[0].frame.batches, inputs);
+}
+
+#[test]
+fn a_frame_that_is_not_arrow_ipc_is_refused_as_invalid_input() {
+    let rt = runtime();
+    let plugin = rt.load(&guest("read-clicks")).unwrap();
+    let whole = frame(&[clicks(10, 1)]);
+    for bad in [b"not an arrow stream".to_vec(), whole[..whole.len() / 2].to_vec()] {
+        let run = rt.publish(&plugin, vec![vec![bad]], &Limits::default(), None);
+        match run.outcome {
+            Err(RunError::Guest(GuestError::InvalidInput(reason))) => assert!(reason.contains("frame"), "{reason}"),
+            other => panic!("expected invalid input, got {other:?}"),
         }
     }
 }

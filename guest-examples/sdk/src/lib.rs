@@ -39,6 +39,7 @@
 //! back unchanged goes out as the bytes it came in.
 
 use std::io::Cursor;
+use std::sync::Arc;
 
 pub use arrow_array::{self, RecordBatch};
 pub use arrow_schema::{self, ArrowError, DataType, Field, Schema, SchemaRef};
@@ -165,22 +166,41 @@ fn decode(frame: Vec<u8>) -> Result<RecordBatch> {
 /// Decodes one frame into its record batches, without copying the column
 /// buffers out of the frame; a frame of no batches gives one empty batch, so
 /// its schema is not lost.
+///
+/// The frame's messages are walked here and each read with arrow-ipc's
+/// `FileDecoder`: its `StreamDecoder` (arrow 60.1) drops the skip-validation
+/// flag for record batches, and so checked every string of every frame.
 fn decode_batches(frame: Vec<u8>) -> Result<Vec<RecordBatch>> {
+    use arrow_ipc::MessageHeader;
+    use arrow_ipc::reader::FileDecoder;
+
     let whole = arrow_buffer::Buffer::from_vec(frame);
-    let mut buffer = whole.clone();
-    // SAFETY: frames come from the weir host, which builds them from arrays it
-    // validated (decoded from Kafka messages or read from checked files).
-    // Re-validating every offset and UTF-8 string here would double the cost
-    // of a passthrough; the host does validate everything a plugin returns.
-    let mut decoder = unsafe { arrow_ipc::reader::StreamDecoder::new().with_skip_validation(true) };
-    let mut batches = Vec::new();
-    while !buffer.is_empty() {
-        if let Some(batch) = decoder.decode(&mut buffer)? {
-            batches.push(batch);
+    let (mut at, mut decoder, mut schema, mut batches) = (0, None::<FileDecoder>, None, Vec::new());
+    let no_schema = || Error::invalid_input("a table frame holds no Arrow schema");
+    while let Some((block, message)) = next_message(&whole, at)? {
+        let bytes = whole.slice(at);
+        match message.header_type() {
+            MessageHeader::Schema => {
+                let fields = message.header_as_schema().ok_or_else(no_schema)?;
+                let fields = schema.insert(Arc::new(arrow_ipc::convert::try_fb_to_schema(fields)?));
+                // SAFETY: frames come from the weir host, which builds them from arrays it
+                // validated (decoded from Kafka messages or read from checked files).
+                // Re-validating every offset and UTF-8 string here would double the cost
+                // of a passthrough; the host does validate everything a plugin returns.
+                decoder =
+                    Some(unsafe { FileDecoder::new(fields.clone(), message.version()).with_skip_validation(true) });
+            }
+            MessageHeader::DictionaryBatch => {
+                decoder.as_mut().ok_or_else(no_schema)?.read_dictionary(&block, &bytes)?
+            }
+            MessageHeader::RecordBatch => {
+                batches.extend(decoder.as_ref().ok_or_else(no_schema)?.read_record_batch(&block, &bytes)?)
+            }
+            _ => {}
         }
+        at += block.metaDataLength() as usize + block.bodyLength() as usize;
     }
-    decoder.finish()?;
-    let schema = decoder.schema().ok_or_else(|| Error::invalid_input("a table frame holds no Arrow schema"))?;
+    let schema = schema.ok_or_else(no_schema)?;
     if batches.is_empty() {
         batches.push(RecordBatch::new_empty(schema));
     }
@@ -188,6 +208,30 @@ fn decode_batches(frame: Vec<u8>) -> Result<Vec<RecordBatch>> {
         unchanged::remember(batch, whole);
     }
     Ok(batches)
+}
+
+/// The message at `at` of an IPC stream, and the block it takes there (its
+/// prefix and metadata, then its body); `None` at the end of the stream.
+fn next_message(stream: &[u8], at: usize) -> Result<Option<(arrow_ipc::Block, arrow_ipc::Message<'_>)>> {
+    let truncated = || Error::invalid_input(format!("a table frame ends inside its message at byte {at}"));
+    let rest = &stream[at..];
+    if rest.is_empty() {
+        return Ok(None); // a stream may end without its end-of-stream marker
+    }
+    let prefix = if rest.starts_with(&[0xff; 4]) { 8 } else { 4 };
+    let length = rest.get(prefix - 4..prefix).ok_or_else(truncated)?;
+    let length = i32::from_le_bytes(length.try_into().expect("four bytes")).max(0) as usize;
+    if length == 0 {
+        return Ok(None);
+    }
+    let metadata = rest.get(prefix..prefix + length).ok_or_else(truncated)?;
+    let message = arrow_ipc::root_as_message(metadata)
+        .map_err(|e| Error::invalid_input(format!("a table frame's message at byte {at}: {e}")))?;
+    let body = usize::try_from(message.bodyLength()).map_err(|_| truncated())?;
+    if rest.len() < prefix + length + body {
+        return Err(truncated());
+    }
+    Ok(Some((arrow_ipc::Block::new(at as i64, (prefix + length) as i32, body as i64), message)))
 }
 
 /// Batches read from a frame of one record batch, with that frame's bytes: a
