@@ -197,6 +197,23 @@ fn threads_cannot_be_spawned() {
 }
 
 #[test]
+fn a_call_never_sees_what_an_earlier_call_left_in_memory() {
+    // Slots are reused, whichever module had them, and their memory is kept
+    // resident and reset in place. The fixture fills 8 MiB of fresh pages with
+    // a mark and fails if a call finds anything but zeros there.
+    let rt = runtime();
+    let snoop = rt.load(&guest("hostile-snoop-memory")).unwrap();
+    let other = rt.load(&guest("read-clicks")).unwrap();
+    for round in 0..4 {
+        let run = rt.publish(&snoop, vec![vec![frame(&[clicks(3, 1)])]], &Limits::default(), None);
+        assert!(run.outcome.is_ok(), "round {round}: {}", message(&run));
+        // Another tenant's module between two calls: it may get the slot next.
+        let run = rt.publish(&other, vec![vec![frame(&[clicks(3, 1)])]], &Limits::default(), None);
+        assert!(run.outcome.is_ok(), "round {round}: {}", message(&run));
+    }
+}
+
+#[test]
 fn the_log_cap_drops_lines_without_failing_the_call() {
     // The log cap is a limit of its own: a tiny cap still lets a normal plugin succeed.
     let rt = runtime();
