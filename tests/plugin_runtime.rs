@@ -204,11 +204,17 @@ fn a_frame_that_is_not_arrow_ipc_is_refused_as_invalid_input() {
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();
     let whole = frame(&[clicks(10, 1)]);
-    for bad in [b"not an arrow stream".to_vec(), whole[..whole.len() / 2].to_vec()] {
+    let negative = [[0xff; 4], (-8i32).to_le_bytes()].concat();
+    let cases = [
+        (b"not an arrow stream".to_vec(), "ends inside its message"),
+        (whole[..whole.len() / 2].to_vec(), "ends inside its message"),
+        (negative, "negative length"),
+    ];
+    for (bad, why) in cases {
         let run = rt.publish(&plugin, vec![vec![bad]], &Limits::default(), None);
         match run.outcome {
-            Err(RunError::Guest(GuestError::InvalidInput(reason))) => assert!(reason.contains("frame"), "{reason}"),
-            other => panic!("expected invalid input, got {other:?}"),
+            Err(RunError::Guest(GuestError::InvalidInput(reason))) => assert!(reason.contains(why), "{reason}"),
+            other => panic!("expected invalid input ({why}), got {other:?}"),
         }
     }
 }

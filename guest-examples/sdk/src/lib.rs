@@ -220,7 +220,9 @@ fn next_message(stream: &[u8], at: usize) -> Result<Option<(arrow_ipc::Block, ar
     }
     let prefix = if rest.starts_with(&[0xff; 4]) { 8 } else { 4 };
     let length = rest.get(prefix - 4..prefix).ok_or_else(truncated)?;
-    let length = i32::from_le_bytes(length.try_into().expect("four bytes")).max(0) as usize;
+    let length = i32::from_le_bytes(length.try_into().expect("four bytes"));
+    let length = usize::try_from(length)
+        .map_err(|_| Error::invalid_input(format!("a table frame's message at byte {at} has a negative length")))?;
     if length == 0 {
         return Ok(None);
     }
