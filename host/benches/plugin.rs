@@ -7,7 +7,9 @@
 //! * loading a plugin from the artifact cache vs compiling it cold.
 //!
 //! Run with `cargo bench -p weir --bench plugin` (`-- --quick` for fewer rounds,
-//! `-- --rows N --rounds M` for one size only, e.g. under a profiler).
+//! `-- --rows N --rounds M` for one size only, e.g. under a profiler; `--wasm
+//! FILE` to run another passthrough component in read-clicks' place, such as a
+//! Python or JavaScript one from the guests directory).
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -52,12 +54,18 @@ fn main() {
     };
     let (only_rows, fixed_rounds) = (flag("--rows"), flag("--rounds"));
     let rt = Runtime::new(RuntimeConfig::default()).expect("runtime");
-    let wasm = common::guest("read-clicks");
-    let plugin = rt.load(&wasm).expect("load read-clicks");
+    let (name, wasm) = match args.iter().position(|a| a == "--wasm") {
+        Some(i) => {
+            let path = args.get(i + 1).expect("--wasm takes a component's path");
+            (path.clone(), std::fs::read(path).unwrap_or_else(|e| panic!("reading {path}: {e}")))
+        }
+        None => ("read-clicks".to_string(), common::guest("read-clicks")),
+    };
+    let plugin = rt.load(&wasm).unwrap_or_else(|e| panic!("loading {name}: {e:#}"));
     let limits =
         Limits { memory_bytes: 2 << 30, output_bytes: 1 << 30, deadline: Duration::from_secs(60), ..Limits::default() };
 
-    println!("passthrough (read-clicks), median of N calls");
+    println!("passthrough ({name}), median of N calls");
     println!(
         "{:>9} {:>10} {:>12} {:>12} {:>12} {:>8} {:>5}",
         "rows", "frame", "instantiate", "wasm call", "native", "ratio", "N"
@@ -102,7 +110,7 @@ fn main() {
         return;
     }
     println!();
-    println!("loading read-clicks ({})", weir::plugin::human_bytes(wasm.len() as u64));
+    println!("loading {name} ({})", weir::plugin::human_bytes(wasm.len() as u64));
     let cache = tempfile::tempdir().expect("tempdir");
     let config = RuntimeConfig { cache_dir: Some(cache.path().to_path_buf()), ..RuntimeConfig::default() };
     let cached_rt = Runtime::new(config).expect("runtime");
