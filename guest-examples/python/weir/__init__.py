@@ -19,6 +19,7 @@ under any CPython, which is how it is tested against pyarrow.
 """
 import sys
 import traceback
+import weakref
 
 from . import types
 from .array import Array
@@ -64,6 +65,21 @@ def log(message, level="info"):
     _imports.host.log(getattr(_imports.host.Level, level.upper()), str(message))
 
 
+class _Anything:
+    pass
+
+
+def _warm_up():
+    """Does now, while componentize-py builds the component, one-off work a
+    call would otherwise repeat: each call starts a fresh instance from the
+    memory snapshot taken after this. The bindings tie every resource handle
+    the host passes (a slot's frames) to a `weakref.finalize`, and the first
+    finalizer an interpreter makes imports and registers `atexit`. Measured
+    by perf samples in the guest over 1,000 calls of the 1k-row passthrough,
+    three pairs: 2.00 / 2.30 / 1.96 ms a call before, 1.72 / 1.81 / 1.90 after."""
+    weakref.finalize(_Anything(), int)
+
+
 def publisher(fn):
     """Makes `fn(slots)` the component's publish function. It is called once per
     batch; it may write its output with `write` and/or return it as a dict."""
@@ -76,6 +92,7 @@ def publisher(fn):
     from wit_world.imports.types import PublishError_Failed, PublishError_InvalidInput
 
     _imports = stdlib_types.SimpleNamespace(host=host, output=output)
+    _warm_up()
 
     class WitWorld(wit_world.WitWorld):
         def publish(self, slots):
