@@ -49,12 +49,14 @@ class HelpersMatchPyarrow(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         table = every_type()
-        cls.table = table.select([n for n in table.column_names if n not in UNREAD])
+        table = table.select([n for n in table.column_names if n not in UNREAD])
+        # All ASCII: strings() then slices one decoded text, where "text" is decoded a value at a time.
+        cls.table = table.append_column("ascii", pa.array(["/docs", None, "", "x" * 50, "a?b", "q", "z"]))
         cls.dir = Path(tempfile.mkdtemp())
         cls.rows = [6, 0, 0, 3, 2, 5, 1]
         cls.mask = [True, False, True, True, False, False, True]
         (cls.dir / "in.arrows").write_bytes(ipc(cls.table))
-        spec = {"rows": cls.rows, "mask": cls.mask, "numbers": ["i8", "i32", "i64", "u32", "f32", "f64"], "strings": ["text"]}
+        spec = {"rows": cls.rows, "mask": cls.mask, "numbers": ["i8", "i32", "i64", "u32", "f32", "f64"], "strings": ["text", "ascii"]}
         (cls.dir / "spec.json").write_text(json.dumps(spec))
         script = cls.dir / "select.mjs"
         bundle = ["node", "--input-type=module", "-e", BUNDLE, "--", str(HERE / "test/select.ts"),
@@ -91,7 +93,12 @@ class HelpersMatchPyarrow(unittest.TestCase):
         as_float = lambda values: [None if v is None else float(v) for v in values]  # noqa: E731
         for name, got in values["numbers"].items():
             self.assertEqual(as_float(got), as_float(self.table[name].to_pylist()), name)
-        self.assertEqual(values["strings"]["text"], self.table["text"].to_pylist())
+        for name in ("text", "ascii"):
+            self.assertEqual(values["strings"][name], self.table[name].to_pylist(), name)
+
+    def test_utf8_encodes_each_value_alone(self):
+        # Lone surrogates, which joined would make one pair: each is its own replacement character.
+        self.assertEqual(read(self.dir / "surrogates.arrows")["s"].to_pylist(), ["a\ufffd", "\ufffdb", None, "é"])
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 // SPEC names the rows to take and the mask to filter by; the results are
 // written as IPC streams for test_sdk.py to hold against pyarrow's own.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { tableFromIPC, tableToIPC, Table } from 'apache-arrow';
+import { RecordBatch, tableFromIPC, tableToIPC, Table } from 'apache-arrow';
 import { filter, numbers, strings, take, utf8, withColumn } from 'weir';
 
 const [input, specPath, out] = process.argv.slice(2);
@@ -16,6 +16,7 @@ const texts = strings(batch.getChild(spec.strings[0])!);
 save('with', withColumn(batch, 'upper', utf8(texts.map((t) => (t === null ? null : t.toUpperCase()))), { after: spec.strings[0] }));
 // A vector of two pieces, joined into the batch's one.
 save('joined', withColumn(batch, 'again', utf8(texts.slice(0, 3)).concat(utf8(texts.slice(3)))));
+save('surrogates', new RecordBatch({ s: utf8(['a\uD800', '\uDC00b', null, 'é']) }));
 const values = {
   numbers: Object.fromEntries(spec.numbers.map((n) => [n, Array.from(numbers(batch.getChild(n)!), (v) => (Number.isNaN(v) ? null : Number.isFinite(v) ? v : String(v)))])),
   strings: Object.fromEntries(spec.strings.map((n) => [n, strings(batch.getChild(n)!)])),

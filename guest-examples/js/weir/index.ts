@@ -140,7 +140,8 @@ export function filter(batch: RecordBatch, keep: ArrayLike<boolean | number> | (
 
 /** The rows of `batch` at `rows`, in that order. */
 export function take(batch: RecordBatch, rows: ArrayLike<number>): RecordBatch {
-  const children = batch.schema.fields.map((_, i) => takeData(batch.data.children[i], rows));
+  const runs = runsOf(rows);
+  const children = batch.schema.fields.map((_, i) => takeData(batch.data.children[i], rows, runs));
   return new RecordBatch(batch.schema, makeData({ type: new Struct(batch.schema.fields), length: rows.length, nullCount: 0, children }));
 }
 
@@ -226,9 +227,16 @@ export function strings(vector: Vector): (string | null)[] {
     const offsets = data.valueOffsets as Int32Array;
     const bytes = data.values as Uint8Array;
     const bitmap = data.nullCount > 0 ? data.nullBitmap : undefined;
+    // The piece's text decoded at once. Decoding never makes more characters than
+    // bytes, and as many only when each byte is one: then each value is a slice.
+    const first = offsets[data.offset];
+    const all = decoder.decode(bytes.subarray(first, offsets[data.offset + data.length]));
+    const sliced = all.length === offsets[data.offset + data.length] - first;
     for (let i = 0; i < data.length; i++) {
       const row = data.offset + i;
-      out[at + i] = bitmap && !isValid(bitmap, row) ? null : decoder.decode(bytes.subarray(offsets[row], offsets[row + 1]));
+      if (bitmap && !isValid(bitmap, row)) out[at + i] = null;
+      else if (sliced) out[at + i] = all.slice(offsets[row] - first, offsets[row + 1] - first);
+      else out[at + i] = decoder.decode(bytes.subarray(offsets[row], offsets[row + 1]));
     }
     at += data.length;
   }
@@ -241,27 +249,38 @@ export function utf8(strings: ArrayLike<string | null | undefined>): Vector<Utf8
   const offsets = new Int32Array(n + 1);
   const validity = new Uint8Array((n + 7) >> 3);
   const encoder = new TextEncoder();
-  let bytes = new Uint8Array(Math.max(64, n * 16));
-  let at = 0;
+  const parts: string[] = new Array(n);
+  let length = 0;
   let nulls = 0;
   for (let i = 0; i < n; i++) {
     const s = strings[i];
     if (s === null || s === undefined) {
       nulls++;
+      parts[i] = '';
     } else {
       validity[i >> 3] |= 1 << (i & 7);
-      if (bytes.length - at < s.length * 3) {
-        const grown = new Uint8Array(Math.max(bytes.length * 2, at + s.length * 3));
-        grown.set(bytes.subarray(0, at));
-        bytes = grown;
-      }
-      at += encoder.encodeInto(s, bytes.subarray(at)).written;
+      parts[i] = s;
+      length += s.length;
     }
-    offsets[i + 1] = at;
+    offsets[i + 1] = length;
+  }
+  // Encoded at once. UTF-8 never has fewer bytes than the text has UTF-16 code
+  // units, and as many only when every one is ASCII: then the offsets counted
+  // in code units are the byte offsets. Otherwise each value is encoded alone.
+  let bytes = encoder.encode(parts.join(''));
+  if (bytes.length !== length) {
+    // Three bytes a code unit at most, a lone surrogate's replacement included.
+    const room = new Uint8Array(3 * length);
+    let at = 0;
+    for (let i = 0; i < n; i++) {
+      at += encoder.encodeInto(parts[i], room.subarray(at)).written;
+      offsets[i + 1] = at;
+    }
+    bytes = room.subarray(0, at);
   }
   const type = new Utf8();
   return makeVector(
-    makeData({ type, length: n, nullCount: nulls, nullBitmap: nulls ? validity : undefined, valueOffsets: offsets, data: bytes.subarray(0, at) }),
+    makeData({ type, length: n, nullCount: nulls, nullBitmap: nulls ? validity : undefined, valueOffsets: offsets, data: bytes }),
   );
 }
 
@@ -282,8 +301,53 @@ function toVector(values: ArrayLike<unknown>, type?: DataType): Vector {
 
 const isValid = (bitmap: Uint8Array, i: number) => ((bitmap[i >> 3] >> (i & 7)) & 1) === 1;
 
-/** The values of `data` at `rows`, as new buffers. */
-function takeData(data: Data, rows: ArrayLike<number>): Data {
+/** `rows` as runs of consecutive rows, each `[starts[j], ends[j])`, in order. */
+interface Runs {
+  starts: Int32Array;
+  ends: Int32Array;
+  count: number;
+}
+
+/**
+ * The runs of `rows`. A filter's rows mostly come in runs, and buffers are
+ * copied a run at a time: SpiderMonkey runs without its JIT in a component, so
+ * a step per run instead of per row is most of what taking rows costs.
+ */
+function runsOf(rows: ArrayLike<number>): Runs {
+  const n = rows.length;
+  const starts = new Int32Array(n);
+  const ends = new Int32Array(n);
+  let count = 0;
+  for (let k = 0; k < n; k++) {
+    const row = rows[k];
+    if (count > 0 && ends[count - 1] === row) {
+      ends[count - 1] = row + 1;
+    } else {
+      starts[count] = row;
+      ends[count] = row + 1;
+      count++;
+    }
+  }
+  return { starts, ends, count };
+}
+
+type Typed = { subarray(a: number, b: number): Typed; set(from: Typed, at: number): void; constructor: new (n: number) => Typed };
+
+/** The values of `values` at `runs` (`stride` elements a value, from value `offset`), in a new array of its kind. */
+function takeRuns(values: Typed, offset: number, stride: number, runs: Runs, n: number): Typed {
+  const out = new values.constructor(n * stride);
+  let at = 0;
+  for (let j = 0; j < runs.count; j++) {
+    const a = (offset + runs.starts[j]) * stride;
+    const b = (offset + runs.ends[j]) * stride;
+    out.set(values.subarray(a, b), at);
+    at += b - a;
+  }
+  return out;
+}
+
+/** The values of `data` at `rows` (which `runs` holds as runs), as new buffers. */
+function takeData(data: Data, rows: ArrayLike<number>, runs: Runs): Data {
   const n = rows.length;
   const type = data.type;
   const offset = data.offset;
@@ -315,33 +379,32 @@ function takeData(data: Data, rows: ArrayLike<number>): Data {
     case Type.Interval:
     case Type.Decimal:
     case Type.FixedSizeBinary: {
-      const stride = data.stride;
-      const values = data.values as unknown as { [i: number]: number | bigint; constructor: new (n: number) => never };
-      const out = new (values.constructor as new (n: number) => { [i: number]: number | bigint })(n * stride);
-      if (stride === 1) for (let k = 0; k < n; k++) out[k] = values[offset + rows[k]];
-      else for (let k = 0; k < n; k++) for (let s = 0; s < stride; s++) out[k * stride + s] = values[(offset + rows[k]) * stride + s];
-      return makeData({ ...base, data: out } as never);
+      return makeData({ ...base, data: takeRuns(data.values as unknown as Typed, offset, data.stride, runs, n) } as never);
     }
     case Type.Utf8:
     case Type.Binary:
     case Type.LargeUtf8:
     case Type.LargeBinary: {
       const large = type.typeId === Type.LargeUtf8 || type.typeId === Type.LargeBinary;
-      const from = data.valueOffsets as Int32Array | BigInt64Array;
+      // 64-bit offsets are read as numbers: no buffer of a batch passes 2^53 bytes.
+      const from = large ? Float64Array.from(data.valueOffsets as BigInt64Array, Number) : (data.valueOffsets as Int32Array);
       const bytes = data.values as Uint8Array;
-      const offsets = large ? new BigInt64Array(n + 1) : new Int32Array(n + 1);
+      const offsets = large ? new Float64Array(n + 1) : new Int32Array(n + 1);
       let size = 0;
-      for (let k = 0; k < n; k++) size += Number(from[offset + rows[k] + 1]) - Number(from[offset + rows[k]]);
+      for (let j = 0; j < runs.count; j++) size += from[offset + runs.ends[j]] - from[offset + runs.starts[j]];
       const out = new Uint8Array(size);
       let at = 0;
-      for (let k = 0; k < n; k++) {
-        const start = Number(from[offset + rows[k]]);
-        const end = Number(from[offset + rows[k] + 1]);
-        out.set(bytes.subarray(start, end), at);
-        at += end - start;
-        offsets[k + 1] = (large ? BigInt(at) : at) as never;
+      let k = 0;
+      for (let j = 0; j < runs.count; j++) {
+        const a = offset + runs.starts[j];
+        const b = offset + runs.ends[j];
+        const shift = at - from[a];
+        for (let row = a; row < b; row++) offsets[++k] = from[row + 1] + shift;
+        out.set(bytes.subarray(from[a], from[b]), at);
+        at += from[b] - from[a];
       }
-      return makeData({ ...base, valueOffsets: offsets, data: out } as never);
+      const valueOffsets = large ? BigInt64Array.from(offsets, BigInt) : offsets;
+      return makeData({ ...base, valueOffsets, data: out } as never);
     }
     case Type.List:
     case Type.Map: {
@@ -352,22 +415,20 @@ function takeData(data: Data, rows: ArrayLike<number>): Data {
         for (let j = from[offset + rows[k]]; j < from[offset + rows[k] + 1]; j++) items.push(j);
         offsets[k + 1] = items.length;
       }
-      return makeData({ ...base, valueOffsets: offsets, child: takeData(data.children[0], items) } as never);
+      return makeData({ ...base, valueOffsets: offsets, child: takeData(data.children[0], items, runsOf(items)) } as never);
     }
     case Type.FixedSizeList: {
       const size = (type as unknown as { listSize: number }).listSize;
       const items: number[] = [];
       for (let k = 0; k < n; k++) for (let j = 0; j < size; j++) items.push((offset + rows[k]) * size + j);
-      return makeData({ ...base, child: takeData(data.children[0], items) } as never);
+      return makeData({ ...base, child: takeData(data.children[0], items, runsOf(items)) } as never);
     }
     case Type.Struct:
       // A struct's children carry its offset themselves.
-      return makeData({ ...base, children: data.children.map((c) => takeData(c, rows)) } as never);
+      return makeData({ ...base, children: data.children.map((c) => takeData(c, rows, runs)) } as never);
     case Type.Dictionary: {
-      const keys = data.values as unknown as { [i: number]: number; constructor: new (n: number) => { [i: number]: number } };
-      const out = new keys.constructor(n);
-      for (let k = 0; k < n; k++) out[k] = keys[offset + rows[k]];
-      return makeData({ ...base, data: out, dictionary: data.dictionary } as never);
+      const keys = takeRuns(data.values as unknown as Typed, offset, 1, runs, n);
+      return makeData({ ...base, data: keys, dictionary: data.dictionary } as never);
     }
     default: {
       // Unions and views: through JS values.
