@@ -133,6 +133,13 @@ class PyarrowReadsWhatWeirWrites(unittest.TestCase):
         ours = from_ipc(batch.take(order).to_ipc())
         self.assertTrue(ours.equals(table.take(pa.array(order))))
 
+    def test_take_refuses_rows_out_of_range(self):
+        _, (batch,) = weir.read_stream(ipc(every_type()))
+        with self.assertRaisesRegex(IndexError, "index 7 is out of range for an array of 7 values"):
+            batch.take([0, 7])
+        with self.assertRaisesRegex(IndexError, "index -1 is out of range"):
+            batch["text"].take([-1])
+
     def test_columns_built_from_python_lists(self):
         ts = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
         cases = [

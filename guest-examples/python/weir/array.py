@@ -186,15 +186,15 @@ class Array:
     def filter(self, mask):
         """The values where `mask` (bools, or a bool Array) is true; a null mask entry drops the row."""
         mask = mask.to_pylist() if isinstance(mask, Array) else mask
-        return self.take([i for i, keep in enumerate(mask) if keep])
+        return self._take([i for i, keep in enumerate(mask) if keep])
 
     def take(self, indices):
         """The values at `indices`, in that order."""
-        indices = list(indices)
+        return self._take(_checked(indices, self.length))
+
+    def _take(self, indices):
+        """`take`, for a list of indices known to be in range."""
         n = len(indices)
-        if n and (min(indices) < 0 or max(indices) >= self.length):
-            bad = next(i for i in indices if not 0 <= i < self.length)
-            raise IndexError(f"index {bad} is out of range for an array of {self.length} values")
         dtype, kind = self.type, self.type.kind
         valid = None if self.validity is None else unpack_bits(self.validity, self.length)
         if kind == "null":
@@ -228,18 +228,27 @@ class Array:
             offsets = _numbers(self.buffers[0], fmt, self.length + 1)
             child = [j for i in indices for j in range(offsets[i], offsets[i + 1])]
             lengths = [offsets[i + 1] - offsets[i] for i in indices]
-            return made([_offsets(lengths, fmt)], [self.children[0].take(child)])
+            return made([_offsets(lengths, fmt)], [self.children[0]._take(child)])
         if kind == "fixed_size_list":
             size = dtype.list_size
-            return made(children=[self.children[0].take([i * size + j for i in indices for j in range(size)])])
+            return made(children=[self.children[0]._take([i * size + j for i in indices for j in range(size)])])
         if kind == "struct":
-            return made(children=[c.take(indices) for c in self.children])
+            return made(children=[c._take(indices) for c in self.children])
         if kind == "dictionary":
             fmt = _number_format(dtype.index)
             keys = _numbers(self.buffers[0], fmt, self.length)
             return made([struct.pack(f"<{n}{fmt}", *[keys[i] for i in indices])], dictionary=self.dictionary)
         # Unions and anything else: through Python values.
         return Array.from_pylist([self._values()[i] if valid is None or valid[i] else None for i in indices], dtype)
+
+
+def _checked(indices, length):
+    """`indices` as a list, each checked to be a position in `length` values."""
+    indices = list(indices)
+    if indices and (min(indices) < 0 or max(indices) >= length):
+        bad = next(i for i in indices if not 0 <= i < length)
+        raise IndexError(f"index {bad} is out of range for an array of {length} values")
+    return indices
 
 
 def _offsets(lengths, fmt):

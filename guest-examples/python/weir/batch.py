@@ -8,7 +8,7 @@ import datetime
 import decimal
 
 from . import types as t
-from .array import Array
+from .array import Array, _checked
 
 
 class RecordBatch:
@@ -89,12 +89,15 @@ class RecordBatch:
         mask = mask.to_pylist() if isinstance(mask, Array) else list(mask)
         if len(mask) != self.num_rows:
             raise ValueError(f"the mask has {len(mask)} values, but the batch has {self.num_rows} rows")
-        return self.take([i for i, keep in enumerate(mask) if keep])
+        return self._take([i for i, keep in enumerate(mask) if keep])
 
     def take(self, indices):
         """The rows at `indices`, in that order."""
-        indices = list(indices)
-        return RecordBatch(self.schema, [c.take(indices) for c in self.columns], len(indices))
+        return self._take(_checked(indices, self.num_rows))
+
+    def _take(self, indices):
+        # The indices are checked once for the batch, not once a column.
+        return RecordBatch(self.schema, [c._take(indices) for c in self.columns], len(indices))
 
     def select(self, names):
         """Only the columns `names`, in that order."""
