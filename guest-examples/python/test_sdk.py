@@ -139,6 +139,8 @@ class PyarrowReadsWhatWeirWrites(unittest.TestCase):
             batch.take([0, 7])
         with self.assertRaisesRegex(IndexError, "index -1 is out of range"):
             batch["text"].take([-1])
+        with self.assertRaisesRegex(ValueError, "the mask has 8 values, but the array has 7"):
+            batch["i64"].filter([True] * 8)
 
     def test_columns_built_from_python_lists(self):
         ts = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -185,7 +185,9 @@ class Array:
 
     def filter(self, mask):
         """The values where `mask` (bools, or a bool Array) is true; a null mask entry drops the row."""
-        mask = mask.to_pylist() if isinstance(mask, Array) else mask
+        mask = mask.to_pylist() if isinstance(mask, Array) else list(mask)
+        if len(mask) != self.length:
+            raise ValueError(f"the mask has {len(mask)} values, but the array has {self.length}")
         return self._take([i for i, keep in enumerate(mask) if keep])
 
     def take(self, indices):
