@@ -79,16 +79,34 @@ impl SecretKey {
         Ok(Self::from_bytes(bytes))
     }
 
-    /// Writes the key to a new file readable by its owner only, synced.
-    fn write_new(&self, path: &Path) -> Result<(), SecretError> {
+    /// Writes the key to a new file at `path`, readable by its owner only and
+    /// synced, unless a key is there already: then it returns false and writes
+    /// nothing. The file appears whole or not at all (written aside, then
+    /// linked into place), so a process opening the same data directory at
+    /// that moment reads this key or the one that got there first, never a part.
+    fn write_new(&self, path: &Path) -> Result<bool, SecretError> {
         let err = |e: std::io::Error| SecretError::KeyFile {
             path: path.to_path_buf(),
             message: format!("cannot be written: {e} (is its directory writable?)"),
         };
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(err)?;
-        let text = Zeroizing::new(format!("{}\n", hex::encode(self.bytes.as_ref())));
-        file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(err)?;
-        sync_dir(path).map_err(err)
+        let mut suffix = [0u8; 8];
+        getrandom::fill(&mut suffix).expect("the operating system's random source");
+        let mut aside = path.as_os_str().to_owned();
+        aside.push(format!(".{}.new", hex::encode(suffix)));
+        let aside = PathBuf::from(aside);
+        let written = (|| {
+            let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&aside)?;
+            let text = Zeroizing::new(format!("{}\n", hex::encode(self.bytes.as_ref())));
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+            std::fs::hard_link(&aside, path)
+        })();
+        let _ = std::fs::remove_file(&aside);
+        match written {
+            Ok(()) => sync_dir(path).map(|()| true).map_err(err),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(err(e)),
+        }
     }
 
     fn seal(&self, aad: &str, plain: &[u8]) -> String {
@@ -161,8 +179,10 @@ impl Keyring {
                 })?;
             }
             let key = SecretKey::generate();
-            key.write_new(path)?;
-            (key, true)
+            match key.write_new(path)? {
+                true => (key, true),
+                false => (SecretKey::read(path)?, false),
+            }
         };
         let next_path = next_path(path);
         let next = if next_path.exists() { Some(SecretKey::read(&next_path)?) } else { None };
@@ -219,8 +239,8 @@ impl Keyring {
     pub fn begin_rotation(&mut self) -> Result<(), SecretError> {
         if self.next.is_none() {
             let key = SecretKey::generate();
-            key.write_new(&next_path(&self.path))?;
-            self.next = Some(key);
+            let next = next_path(&self.path);
+            self.next = Some(if key.write_new(&next)? { key } else { SecretKey::read(&next)? });
         }
         Ok(())
     }
@@ -245,6 +265,33 @@ impl Keyring {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Processes opening a new data directory at once all end up with the key
+    /// one of them wrote, whole: none fails, none reads it half written.
+    #[test]
+    fn a_key_generated_by_several_at_once_is_one_key() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("secret.key");
+            let barrier = std::sync::Barrier::new(4);
+            let opened: Vec<(String, bool)> = std::thread::scope(|s| {
+                let opening: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            let (ring, generated) = Keyring::open(&path, true).unwrap();
+                            (ring.key_id().to_string(), generated)
+                        })
+                    })
+                    .collect();
+                opening.into_iter().map(|o| o.join().unwrap()).collect()
+            });
+            assert!(opened.iter().all(|(id, _)| *id == opened[0].0), "one key: {opened:?}");
+            assert_eq!(opened.iter().filter(|(_, generated)| *generated).count(), 1, "{opened:?}");
+            let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+            assert_eq!(names, ["secret.key"], "nothing left aside");
+        }
+    }
 
     #[test]
     fn seals_and_unseals_under_its_place_and_key() {
