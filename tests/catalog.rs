@@ -61,6 +61,7 @@ contract!(
     a_batch_commits_its_version_dead_letters_and_execution_together,
     tables_versions_and_compactions,
     the_schema_is_migrated_once_and_kept_across_opens,
+    nodes_opening_a_new_catalog_at_once_all_open_it_with_one_key,
     tenants_tokens_and_their_lifecycle,
     collections_keep_their_connection_sealed,
     plugins_and_publishers,
@@ -353,6 +354,31 @@ fn the_schema_is_migrated_once_and_kept_across_opens(place: &Place) {
     assert_eq!(again.setting("missing").unwrap(), None);
 }
 
+/// Processes started together on a new data directory (a service and a CLI
+/// command, a benchmark and the worker it watches): each creates the schema
+/// and the secret key if missing. One does; the others use what it made.
+fn nodes_opening_a_new_catalog_at_once_all_open_it_with_one_key(place: &Place) {
+    const NODES: usize = 6;
+    let barrier = Barrier::new(NODES);
+    let nodes: Vec<Catalog> = std::thread::scope(|s| {
+        let opening: Vec<_> = (0..NODES)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    place.open()
+                })
+            })
+            .collect();
+        opening.into_iter().map(|node| node.join().expect("every node opens the new catalog")).collect()
+    });
+    // One schema, and one key: what one node seals, every other reads.
+    let acme = nodes[0].create_tenant("acme", &Quotas::default()).unwrap();
+    nodes[1].create_collection(&acme, "events", "sources", Some(&connection())).unwrap();
+    for node in &nodes {
+        assert_eq!(node.collection(&acme, "events").unwrap().unwrap().connection, Some(connection()));
+    }
+}
+
 fn tenants_tokens_and_their_lifecycle(place: &Place) {
     let catalog = place.open();
     let quotas = Quotas { max_publishers: 3, ..Quotas::default() };
@@ -487,6 +513,18 @@ fn deleting_a_collection_removes_what_it_committed(place: &Place) {
 
 /// The server restarts under a running catalog: the call in flight fails
 /// with an error, the next ones reconnect, and nothing was half-committed.
+#[test]
+fn sqlite_a_catalog_a_newer_weir_migrated_is_refused() {
+    let place = Place::sqlite();
+    drop(place.open());
+    let db = rusqlite::Connection::open(place.dir.path().join("catalog.db")).unwrap();
+    db.pragma_update(None, "user_version", 999).unwrap();
+    drop(db);
+    let (keyring, _) = Keyring::open(&default_key_file(place.dir.path()), false).unwrap();
+    let err = Catalog::open_at(None, place.dir.path(), keyring).err().expect("refused");
+    assert!(err.to_string().contains("at version 999, newer than this weir knows"), "{err}");
+}
+
 #[test]
 fn postgres_a_catalog_reconnects_after_the_server_restarts() {
     let server = Postgres::start();

@@ -214,7 +214,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Opens the SQLite catalog file, applying the migrations it lacks.
 pub fn open_sqlite(path: &std::path::Path, migrations: &[Migration]) -> Result<Db, CatalogError> {
-    let conn = rusqlite::Connection::open(path)?;
+    let mut conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(30))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // FULL: a commit is on disk before we tell Kafka, whatever happens to the machine.
@@ -222,14 +222,32 @@ pub fn open_sqlite(path: &std::path::Path, migrations: &[Migration]) -> Result<D
     conn.pragma_update(None, "foreign_keys", "ON")?;
     // What is deleted or overwritten is zeroed, not left in free pages.
     conn.pragma_update(None, "secure_delete", "ON")?;
-    let current = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
-    for (i, m) in migrations.iter().enumerate().skip(current) {
-        let tx = conn.unchecked_transaction()?;
-        tx.execute_batch(m.sqlite)?;
-        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+    let version = |conn: &rusqlite::Connection| conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
+    if version(&conn)? as usize != migrations.len() {
+        // One process at a time: two opening a new catalog at once would both
+        // find it empty, and the second to create its tables would fail.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let current = version(&tx)? as usize;
+        if current > migrations.len() {
+            return Err(newer_schema(current, migrations.len()));
+        }
+        for m in &migrations[current..] {
+            tx.execute_batch(m.sqlite)?;
+        }
+        tx.pragma_update(None, "user_version", migrations.len() as i64)?;
         tx.commit()?;
     }
     Ok(Db::Sqlite(Mutex::new(conn)))
+}
+
+/// A catalog a newer weir has migrated: this one must not write to it.
+fn newer_schema(current: usize, known: usize) -> CatalogError {
+    CatalogError::Sql {
+        message: format!(
+            "the catalog's schema is at version {current}, newer than this weir knows ({known}): upgrade weir"
+        ),
+        unique_violation: false,
+    }
 }
 
 /// One step of the catalog's schema, in each database's DDL.
@@ -454,13 +472,7 @@ pub mod postgres {
                 let current: Option<i64> = sql.query_one("SELECT MAX(version) FROM weir_schema", &[])?.get(0)?;
                 let current = current.unwrap_or(0) as usize;
                 if current > migrations.len() {
-                    return Err(CatalogError::Sql {
-                        message: format!(
-                            "the catalog's schema is at version {current}, newer than this weir knows ({}): upgrade weir",
-                            migrations.len()
-                        ),
-                        unique_violation: false,
-                    });
+                    return Err(super::newer_schema(current, migrations.len()));
                 }
                 for (i, m) in migrations.iter().enumerate().skip(current) {
                     sql.batch(m.postgres)?;
