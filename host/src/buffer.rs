@@ -111,7 +111,10 @@ impl Buffer {
             return None;
         }
         buffer.run_bytes = 0;
-        Some(std::mem::take(&mut buffer.messages))
+        // The next run is sized like this one: grown from empty, its vector
+        // was copied a dozen times over (0.7 % of weir's CPU in a profile).
+        let next = Vec::with_capacity(buffer.messages.len());
+        Some(std::mem::replace(&mut buffer.messages, next))
     }
 
     /// Takes back the task decoding a run [`Buffer::push`] returned.
@@ -285,7 +288,7 @@ mod tests {
     }
 
     #[test]
-    fn each_partition_hands_off_runs_of_about_a_mebibyte_and_closes_with_the_rest() {
+    fn each_partition_hands_off_runs_of_decode_run_bytes_and_closes_with_the_rest() {
         let t0 = Instant::now();
         let mut b = Buffer::default();
         let third = (DECODE_RUN_BYTES / 3 + 1) as usize;
