@@ -61,6 +61,11 @@ impl Rate {
     pub fn broker_cores(&self) -> f64 {
         self.broker_cpu_seconds.unwrap_or(0.0) / self.seconds
     }
+
+    /// CPU a broker in its own process used a message during the run.
+    pub fn broker_cpu_us_per_message(&self) -> f64 {
+        self.broker_cpu_seconds.unwrap_or(0.0) * 1e6 / self.messages as f64
+    }
 }
 
 /// CPU seconds used over a run: the measuring process's (or the Python
@@ -292,6 +297,18 @@ fn print_figures(f: &Figures) {
             "the broker's own process kept {:.2} cores busy during run 1 and {:.2} during run 2 (not in the figures above)",
             f.raw_consume.broker_cores(),
             f.weir.broker_cores()
+        );
+        // The broker's CPU grows with the messages it serves: the cores it leaves
+        // are not fixed, and the more cheaply weir handles a message, the fewer it can fill.
+        let most = |run: &Rate| {
+            let (c, b) = (run.cpu_us_per_message(), run.broker_cpu_us_per_message());
+            (b, f.cores * c / (c + b), 1.6 * b / (f.cores - 1.6))
+        };
+        let ((b, at_most, needs), (b_avro, at_most_avro, _)) = (most(&f.weir), most(&f.weir_avro));
+        println!(
+            "the broker used {b:.2} µs of CPU a message it served during run 2 ({b_avro:.2} in run 2a): sharing {:.0} cores with it, weir at {:.2} µs a message keeps at most {at_most:.2} busy (run 2a: {at_most_avro:.2}); 1.6 would take {needs:.2} µs a message or more",
+            f.cores,
+            f.weir.cpu_us_per_message()
         );
     }
     // What the CPU-rate targets ask of each message on this machine.
