@@ -509,10 +509,7 @@ fn deleting_a_collection_removes_what_it_committed(place: &Place) {
     assert_eq!(catalog.collection(&acme, "events2").unwrap().unwrap().id, other.id);
 }
 
-// PostgreSQL only: what a server brings.
-
-/// The server restarts under a running catalog: the call in flight fails
-/// with an error, the next ones reconnect, and nothing was half-committed.
+/// A catalog whose schema a newer weir migrated is refused, not written to.
 #[test]
 fn sqlite_a_catalog_a_newer_weir_migrated_is_refused() {
     let place = Place::sqlite();
@@ -525,6 +522,10 @@ fn sqlite_a_catalog_a_newer_weir_migrated_is_refused() {
     assert!(err.to_string().contains("at version 999, newer than this weir knows"), "{err}");
 }
 
+// PostgreSQL only: what a server brings.
+
+/// The server restarts under a running catalog: the call in flight fails
+/// with an error, the next ones reconnect, and nothing was half-committed.
 #[test]
 fn postgres_a_catalog_reconnects_after_the_server_restarts() {
     let server = Postgres::start();
