@@ -203,6 +203,60 @@ async fn killed_over_and_over(encoding: Encoding) {
     }
 }
 
+/// Killed between the catalog's commit and the Delta log's, with another
+/// engine's commit (a deltalake compaction) in the log before weir restarts:
+/// the version the log lacked goes in after it, once, and every reader sees
+/// every event once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_between_the_catalog_and_the_log_with_another_writers_commit_before_the_restart() {
+    let h = Harness::new(3);
+    let encoding = Encoding::json();
+    std::fs::write(h.dir.path().join("publisher.toml"), encoding.declaration()).unwrap();
+    std::fs::write(h.dir.path().join("clicks.json"), CLICKS_SCHEMA).unwrap();
+    let root = h.dir.path().join(weir::tables::delta::table_dir("events", "clicks"));
+    let values = |from: usize| -> Vec<Vec<u8>> { clicks(from, 120).into_iter().map(String::into_bytes).collect() };
+    let run_until = |rows: usize| {
+        let mut child = spawn(&h, &encoding, None);
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while h.committed_event_ids().len() < rows && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // SAFETY: plain kill(2) of our own child.
+        unsafe { libc_kill(child.id() as i32, 15) };
+        assert!(wait_or_kill(&mut child, Duration::from_secs(30)), "SIGTERM stops weir stream");
+    };
+
+    produce_bytes(h.broker.bootstrap_servers(), "clicks", &values(0)).await;
+    run_until(120);
+    produce_bytes(h.broker.bootstrap_servers(), "clicks", &values(120)).await;
+    let mut child = spawn(&h, &encoding, Some("after-catalog-commit"));
+    assert!(wait_or_kill(&mut child, Duration::from_secs(60)), "weir stream crashed after the catalog's commit");
+    let lost = h.catalog.unlogged_versions("events", "clicks").unwrap();
+    assert_eq!(lost.len(), 1, "one version is in the catalog and not the log");
+    let compacted = delta_py(&["write", root.to_str().unwrap(), "compact"])["version"].as_i64().unwrap();
+
+    run_until(240);
+    let ids = h.committed_event_ids();
+    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 240, "every event committed once");
+    let placed = h.catalog.delta_version_of("events", "clicks", lost[0].version).unwrap().flatten();
+    assert!(
+        placed.is_some_and(|d| d > compacted),
+        "version {} went in after the compaction: {placed:?}",
+        lost[0].version
+    );
+    let latest = weir::tables::delta::latest(h.catalog.store(), &weir::tables::delta::table_dir("events", "clicks"))
+        .unwrap()
+        .unwrap();
+    let read = delta_py(&["read", root.to_str().unwrap(), "--key", "event_id", "--versions", &latest.to_string()]);
+    let mut ids = ids;
+    ids.sort();
+    for reader in ["duckdb", "polars", "deltalake"] {
+        let seen = &read["versions"][latest.to_string()][reader]["keys"];
+        let seen: Vec<String> = seen.as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
+        assert_eq!(seen, ids, "{reader} reads every event once");
+    }
+}
+
 unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, signal: i32) -> i32;

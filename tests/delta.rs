@@ -1,5 +1,5 @@
-//! Every table is a Delta Lake table: each weir version is the Delta version
-//! of the same number, read here by independent engines (DuckDB's delta
+//! Every table is a Delta Lake table: each weir version is a Delta version
+//! (of the same number while weir is its only writer), read here by independent engines (DuckDB's delta
 //! extension, Polars, deltalake), never by weir's own reader alone: the rows of
 //! every version, the offsets kept as transaction ids, checkpoints, a schema
 //! that gains a column, and a change that is refused.
@@ -227,7 +227,7 @@ async fn a_declared_type_change_fails_the_batch_with_the_columns_and_commits_not
 }
 
 #[test]
-fn a_log_behind_the_catalog_is_repaired_and_a_foreign_commit_is_never_overwritten() {
+fn a_log_behind_the_catalog_is_repaired_and_a_foreign_commit_is_followed_never_overwritten() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = Catalog::open(dir.path()).unwrap();
     for v in 0..3 {
@@ -248,16 +248,21 @@ fn a_log_behind_the_catalog_is_repaired_and_a_foreign_commit_is_never_overwritte
     assert_readers_see(&read, 3, &(0..6).map(|i| json!(i)).collect::<Vec<_>>());
     assert_eq!(delta::sync(&catalog, "events", "t").unwrap().written, 0, "writing again writes nothing");
 
-    // Another writer's commit where weir's version 4 goes: weir never overwrites
-    // it, says so, and the catalog keeps the version for when the log is put right.
+    // Another writer's commit where weir's version 4 would go: weir never
+    // overwrites it, and writes its version 4 after it, as Delta version 5.
     let four = log.join(format!("{:020}.json", 4));
     std::fs::write(&four, b"{\"commitInfo\":{\"engineInfo\":\"someone else\"}}\n").unwrap();
     commit_only(&catalog, 6..8).unwrap();
-    let err = delta::sync(&catalog, "events", "t").unwrap_err().to_string();
-    assert!(err.contains("holds a commit weir did not write"), "{err}");
+    let synced = delta::sync(&catalog, "events", "t").unwrap();
+    assert_eq!((synced.written, synced.version), (1, Some(5)));
     assert!(std::fs::read_to_string(&four).unwrap().contains("someone else"));
-    std::fs::remove_file(&four).unwrap();
-    assert_eq!(delta::sync(&catalog, "events", "t").unwrap().version, Some(4));
+    let versions = catalog.versions("events", "t").unwrap();
+    let placed: Vec<(i64, Option<i64>)> = versions.iter().map(|v| (v.version, v.delta_version)).collect();
+    assert_eq!(placed, [(1, Some(1)), (2, Some(2)), (3, Some(3)), (4, Some(5))]);
+    let read = delta_py(&["read", root.to_str().unwrap(), "--key", "id", "--versions", "5"]);
+    assert_readers_see(&read, 5, &(0..8).map(|i| json!(i)).collect::<Vec<_>>());
+    // weir's version 4 reads as Delta version 5 says.
+    assert_eq!(weir_keys(&catalog, "events", "t", 4, "id"), (0..8).map(|i| json!(i)).collect::<Vec<_>>());
 }
 
 #[test]

@@ -164,6 +164,8 @@ pub struct TableVersion {
     pub schema: Option<serde_json::Value>,
     #[serde(skip)]
     pub txns: Vec<Txn>,
+    /// The Delta version that holds it; `None` until it is in the table's log.
+    pub delta_version: Option<i64>,
 }
 
 /// A table's identity, for its Delta log.
@@ -363,6 +365,19 @@ const MIGRATIONS: &[Migration] = &[
     control::TOKENS_MIGRATION,
     // 5: the nodes of a cluster and their heartbeats.
     control::NODES_MIGRATION,
+    // 6: the Delta version that holds each table version. Other engines commit
+    // to the same logs, so weir's version N is Delta version N only until one
+    // does; NULL until the version is in the log (index: those `delta::sync`
+    // still has to write). Versions from before were written at their own
+    // number (a log that lost some to a crash is put right by the next sync).
+    Migration {
+        sqlite: "ALTER TABLE table_versions ADD COLUMN delta_version INTEGER;
+         UPDATE table_versions SET delta_version = version;
+         CREATE INDEX table_versions_unlogged ON table_versions (table_id, version) WHERE delta_version IS NULL;",
+        postgres: "ALTER TABLE table_versions ADD COLUMN delta_version BIGINT;
+         UPDATE table_versions SET delta_version = version;
+         CREATE INDEX table_versions_unlogged ON table_versions (table_id, version) WHERE delta_version IS NULL;",
+    },
 ];
 
 pub struct Catalog {
@@ -605,12 +620,24 @@ impl Catalog {
         table: &str,
         version: i64,
     ) -> Result<Vec<TableVersion>, CatalogError> {
+        self.query_versions("v.version > ?3", args![collection, table, version])
+    }
+
+    /// The versions of a table its Delta log does not hold yet, oldest first.
+    pub fn unlogged_versions(&self, collection: &str, table: &str) -> Result<Vec<TableVersion>, CatalogError> {
+        self.query_versions("v.delta_version IS NULL", args![collection, table])
+    }
+
+    fn query_versions(&self, filter: &str, args: &[Value]) -> Result<Vec<TableVersion>, CatalogError> {
         let rows = self.db.run(|sql| {
             sql.query(
-                "SELECT v.version, v.rows, v.files, v.execution_id, v.created_at_ms, v.schema, v.txns, v.removed
-                 FROM table_versions v JOIN tables t ON t.id = v.table_id
-                 WHERE t.collection = ?1 AND t.name = ?2 AND v.version > ?3 ORDER BY v.version",
-                args![collection, table, version],
+                &format!(
+                    "SELECT v.version, v.rows, v.files, v.execution_id, v.created_at_ms, v.schema, v.txns, v.removed,
+                            v.delta_version
+                     FROM table_versions v JOIN tables t ON t.id = v.table_id
+                     WHERE t.collection = ?1 AND t.name = ?2 AND {filter} ORDER BY v.version"
+                ),
+                args,
             )
         })?;
         rows.iter()
@@ -626,9 +653,104 @@ impl Catalog {
                     schema: schema.and_then(|s| serde_json::from_str(&s).ok()),
                     txns: serde_json::from_str(&txns).unwrap_or_default(),
                     removed: serde_json::from_str(&r.get::<String>(7)?).unwrap_or_default(),
+                    delta_version: r.get(8)?,
                 })
             })
             .collect()
+    }
+
+    /// Records that Delta version `delta_version` of the table's log holds `version`.
+    pub fn set_delta_version(
+        &self,
+        collection: &str,
+        table: &str,
+        version: i64,
+        delta_version: i64,
+    ) -> Result<(), CatalogError> {
+        self.db.run(|sql| {
+            sql.execute(
+                "UPDATE table_versions SET delta_version = ?4
+                 WHERE table_id = (SELECT id FROM tables WHERE collection = ?1 AND name = ?2) AND version = ?3",
+                args![collection, table, version, delta_version],
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Forgets where versions held by Delta versions after `delta_version` are:
+    /// the log ends there (it lost commits to a crash before they were
+    /// durable), so they are written again. Returns how many.
+    pub fn unlog_after(&self, collection: &str, table: &str, delta_version: i64) -> Result<u64, CatalogError> {
+        self.db.run(|sql| {
+            sql.execute(
+                "UPDATE table_versions SET delta_version = NULL
+                 WHERE table_id = (SELECT id FROM tables WHERE collection = ?1 AND name = ?2) AND delta_version > ?3",
+                args![collection, table, delta_version],
+            )
+        })
+    }
+
+    /// The table's columns as of its last version before `before` that set
+    /// them (`None`: none recorded).
+    pub fn table_schema(
+        &self,
+        collection: &str,
+        table: &str,
+        before: i64,
+    ) -> Result<Option<serde_json::Value>, CatalogError> {
+        let row = self.db.run(|sql| {
+            sql.query_opt(
+                "SELECT v.schema FROM table_versions v JOIN tables t ON t.id = v.table_id
+                 WHERE t.collection = ?1 AND t.name = ?2 AND v.schema IS NOT NULL AND v.version < ?3
+                 ORDER BY v.version DESC LIMIT 1",
+                args![collection, table, before],
+            )
+        })?;
+        let text: Option<String> = row.map(|r| r.get(0)).transpose()?;
+        Ok(text.and_then(|s| serde_json::from_str(&s).ok()))
+    }
+
+    /// Where the table's version `version` is in its Delta log: `None`, no
+    /// such version; `Some(None)`, committed but not in the log yet.
+    pub fn delta_version_of(
+        &self,
+        collection: &str,
+        table: &str,
+        version: i64,
+    ) -> Result<Option<Option<i64>>, CatalogError> {
+        let row = self.db.run(|sql| {
+            sql.query_opt(
+                "SELECT v.delta_version FROM table_versions v JOIN tables t ON t.id = v.table_id
+                 WHERE t.collection = ?1 AND t.name = ?2 AND v.version = ?3",
+                args![collection, table, version],
+            )
+        })?;
+        row.map(|r| r.get(0)).transpose()
+    }
+
+    /// The table's newest version that Delta version `delta_version` holds
+    /// (`None`: none, the log's first versions came before weir's).
+    pub fn version_at(&self, collection: &str, table: &str, delta_version: i64) -> Result<Option<i64>, CatalogError> {
+        let row = self.db.run(|sql| {
+            sql.query_one(
+                "SELECT MAX(v.version) FROM table_versions v JOIN tables t ON t.id = v.table_id
+                 WHERE t.collection = ?1 AND t.name = ?2 AND v.delta_version <= ?3",
+                args![collection, table, delta_version],
+            )
+        })?;
+        row.get(0)
+    }
+
+    /// Versions the Delta logs do not hold yet, by table: (collection, table, how many).
+    pub fn unlogged(&self) -> Result<Vec<(String, String, i64)>, CatalogError> {
+        let rows = self.db.run(|sql| {
+            sql.query(
+                "SELECT t.collection, t.name, COUNT(*) FROM table_versions v JOIN tables t ON t.id = v.table_id
+                 WHERE v.delta_version IS NULL GROUP BY t.collection, t.name ORDER BY t.collection, t.name",
+                &[],
+            )
+        })?;
+        rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).collect()
     }
 
     /// A table's identity, giving it a Delta id if it has none yet (a table

@@ -574,9 +574,15 @@ impl Batches {
                 Err(failure) => {
                     let error = format!("{:#}", failure.error);
                     tracing::warn!(publisher = %self.id, attempt, error = %error, "batch attempt failed");
-                    // An unreachable store is waited out, however long: the batch is not at fault.
-                    let unavailable = failure.error.chain().any(|e| e.is::<crate::store::Unavailable>());
-                    let last = !unavailable && attempt >= self.options.max_attempts;
+                    // An unreachable store, or a table's log too far behind, is waited out,
+                    // however long: the batch is not at fault.
+                    let unavailable = failure
+                        .error
+                        .chain()
+                        .any(|e| e.is::<crate::store::Unavailable>() || e.is::<tables::delta::LogBehind>());
+                    // A table changed so that weir cannot write into it stays so until someone acts.
+                    let definite = failure.error.chain().any(|e| e.is::<tables::delta::Blocked>());
+                    let last = definite || (!unavailable && attempt >= self.options.max_attempts);
                     if !last && let Some(batches) = in_memory.take() {
                         match self.stage(&staged, batches).await {
                             Ok(took) => timings.stage = ms(took),
@@ -751,8 +757,13 @@ impl Batches {
             let (ranges, execution) = (ranges.to_vec(), execution.clone());
             tokio::task::spawn_blocking(move || -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
                 let written = output.map(stage::TableSink::finish).transpose()?.flatten();
-                // Stored before the commit that names it: nothing is committed without its file.
                 if let Some(w) = &written {
+                    // The table's log must be able to take the version (other engines write it too).
+                    if let Err(e) = tables::delta::ready(&catalog, &collection, &table, &w.schema) {
+                        let _ = std::fs::remove_file(catalog.store().scratch(&w.file.path));
+                        return Err(e);
+                    }
+                    // Stored before the commit that names it: nothing is committed without its file.
                     catalog.store().upload(&w.file.path)?;
                 }
                 let key = written.as_ref().map(|w| w.file.path.clone());

@@ -7,6 +7,14 @@ prints one JSON object: for each version, each reader's row count and the
 sorted values of COLUMN; the latest version each reader sees; and, from
 deltalake, the stored transaction version of each APP_ID.
 
+    python3 delta.py write TABLE_DIR compact|z-order COLUMN|delete PREDICATE|
+                                     update PREDICATE COLUMN SQL|add-column NAME TYPE|
+                                     add-feature FEATURE|drop-feature FEATURE
+
+commits to the table as another engine would (deltalake, delta-rs), and
+prints the new version. `drop-feature` writes the protocol without the
+feature, as Spark's ALTER TABLE DROP FEATURE does (delta-rs has no such call).
+
 TABLE_DIR may be s3://BUCKET/PREFIX/...: Polars and deltalake then read it
 from the bucket with the AWS_* environment (AWS_ENDPOINT_URL for an
 S3-compatible store). DuckDB reads S3 through its httpfs extension, which
@@ -60,7 +68,68 @@ def read_deltalake(table, version, key):
     return sorted(t.to_pyarrow_table(columns=[key]).column(key).to_pylist())
 
 
+def write(table, action, args):
+    import time
+
+    import deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    def apply(t):
+        if action == "compact":
+            t.optimize.compact()
+        elif action == "z-order":
+            t.optimize.z_order(args)
+        elif action == "delete":
+            t.delete(args[0])
+        elif action == "update":
+            predicate, column, value = args
+            t.update(updates={column: value}, predicate=predicate)
+        elif action == "add-column":
+            name, kind = args
+            t.alter.add_columns(deltalake.Field(name, kind, nullable=True))
+        elif action == "add-feature":
+            feature = getattr(deltalake.TableFeatures, args[0])
+            t.alter.add_feature(feature, allow_protocol_versions_increase=True)
+        elif action == "drop-feature":
+            drop_feature(t, args[0])
+        else:
+            raise SystemExit(f"unknown action {action}")
+
+    # A writer that loses a race to a conflicting commit tries again, as any would.
+    for attempt in range(10):
+        t = deltalake.DeltaTable(table, storage_options=storage_options(table))
+        try:
+            apply(t)
+            break
+        except (CommitFailedError, FileExistsError):
+            if attempt == 9:
+                raise
+            time.sleep(0.2)
+    t = deltalake.DeltaTable(table, storage_options=storage_options(table))
+    json.dump({"version": t.version()}, sys.stdout)
+
+
+def drop_feature(t, drop):
+    p = t.protocol()
+    protocol = {"minReaderVersion": p.min_reader_version, "minWriterVersion": p.min_writer_version}
+    if p.reader_features is not None:
+        protocol["readerFeatures"] = [f for f in p.reader_features if f != drop]
+    if p.writer_features is not None:
+        protocol["writerFeatures"] = [f for f in p.writer_features if f != drop]
+    version = t.version() + 1
+    commit = [
+        {"commitInfo": {"operation": "DROP FEATURE", "engineInfo": "weir-tests/drop-feature", "timestamp": 0}},
+        {"protocol": protocol},
+    ]
+    path = os.path.join(t.table_uri.removeprefix("file://"), "_delta_log", f"{version:020}.json")
+    with open(path, "x") as f:  # put-if-absent, as every Delta writer commits
+        f.write("".join(json.dumps(a) + "\n" for a in commit))
+
+
 def main():
+    if sys.argv[1:2] == ["write"]:
+        table = sys.argv[2] if sys.argv[2].startswith("s3://") else os.path.abspath(sys.argv[2])
+        return write(table, sys.argv[3], sys.argv[4:])
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
     read = sub.add_parser("read")

@@ -1,6 +1,8 @@
 //! What the Delta log costs alone: a table's versions committed straight
 //! through the catalog (as the worker commits them), the time each Delta
-//! commit takes after the catalog's, and each checkpoint's, as the table grows.
+//! commit takes after the catalog's, and each checkpoint's, as the table grows;
+//! and a commit's cost when other writers committed first (it reads their
+//! commits before it writes its own).
 
 use std::time::Instant;
 
@@ -16,7 +18,13 @@ pub struct DeltaCosts {
     pub commit_ms: f64,
     /// Each checkpoint, by the version it was written at, in ms.
     pub checkpoints_ms: Vec<(i64, f64)>,
+    /// The median Delta commit with that many other writers' commits before
+    /// it to read first, in ms.
+    pub after_foreign_ms: Vec<(usize, f64)>,
 }
+
+/// Rounds of each catch-up measurement (the median is kept).
+const CATCH_UP_ROUNDS: usize = 15;
 
 pub fn measure(versions: i64) -> DeltaCosts {
     let dir = tempfile::tempdir().unwrap();
@@ -33,6 +41,42 @@ pub fn measure(versions: i64) -> DeltaCosts {
             commits.push(ms);
         }
     }
-    commits.sort_by(f64::total_cmp);
-    DeltaCosts { commit_ms: commits[commits.len() / 2], checkpoints_ms: checkpoints }
+    DeltaCosts {
+        commit_ms: median(commits),
+        checkpoints_ms: checkpoints,
+        after_foreign_ms: [0, 1, 100].into_iter().map(|n| (n, after_foreign(n))).collect(),
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The median commit, in ms, with `foreign` commits of another writer (a
+/// streaming writer's transaction ids, as small as commits come) to read first.
+fn after_foreign(foreign: usize) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path()).unwrap();
+    let log = dir.path().join(delta::table_dir("events", "t")).join("_delta_log");
+    let mut times = Vec::new();
+    for round in 0..CATCH_UP_ROUNDS as i64 {
+        let ids = round * 100..round * 100 + 100;
+        if round > 0 {
+            let latest = delta::latest(catalog.store(), &delta::table_dir("events", "t")).unwrap().unwrap();
+            for v in latest + 1..=latest + foreign as i64 {
+                let commit = format!(
+                    "{{\"commitInfo\":{{\"operation\":\"STREAMING UPDATE\",\"engineInfo\":\"another\"}}}}\n{{\"txn\":{{\"appId\":\"another\",\"version\":{v}}}}}\n"
+                );
+                std::fs::write(log.join(format!("{v:020}.json")), commit).unwrap();
+            }
+        }
+        commit_version(&catalog, ids, None, false).unwrap();
+        let t = Instant::now();
+        delta::sync(&catalog, "events", "t").unwrap();
+        if round > 0 {
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    median(times)
 }

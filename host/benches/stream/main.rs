@@ -366,6 +366,10 @@ fn print_figures(f: &Figures) {
             .join(", ")
     );
     println!(
+        "a Delta commit after other writers' commits, which it reads first: {}",
+        f.delta.after_foreign_ms.iter().map(|(n, ms)| format!("{ms:.2} ms after {n}")).collect::<Vec<_>>().join(", ")
+    );
+    println!(
         "the plugin calls used {:.0} ms of CPU, {:.1} % of the {:.1} CPU-seconds of the end-to-end run{}",
         t.plugin_cpu,
         f.wasm_cpu_share * 100.0,

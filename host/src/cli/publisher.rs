@@ -205,6 +205,18 @@ fn print_status(s: &Value) {
         println!("dead letters   {}", cell(&s["dead_letter_topic"]));
     }
     println!("output table   {}", cell(&s["output_table"]));
+    let log = &s["table_log"];
+    if !log.is_null() {
+        let cause = match log["error"].as_str() {
+            Some(error) => format!(": {error} (failing since {})", time(&log["failing_since_ms"])),
+            None => String::new(),
+        };
+        println!(
+            "               not readable since version {}: {} committed versions are not in its Delta log yet{cause}",
+            cell(&log["since_version"]),
+            cell(&log["unlogged"]),
+        );
+    }
     println!("plugin         {}", cell(&s["plugin"]));
     println!(
         "flush ceiling  {} s (flush_interval_mins = {})",

@@ -79,13 +79,23 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
                 println!("format    Delta Lake");
                 println!("location  {location}");
                 println!(
-                    "version   {} ({} rows in {} files)",
+                    "version   {} (Delta version {}: {} rows in {} files)",
                     cell(&a["version"]),
+                    cell(&a["delta_version"]),
                     cell(&a["rows"]),
                     cell(&a["files"])
                 );
+                let log = &a["log"];
+                if !log.is_null() {
+                    println!(
+                        "          not readable since version {}: {} committed versions are not in its Delta log yet{}",
+                        cell(&log["since_version"]),
+                        cell(&log["unlogged"]),
+                        log["error"].as_str().map(|e| format!(": {e}")).unwrap_or_default()
+                    );
+                }
                 println!();
-                println!("read it as of any version N:");
+                println!("read it as of any Delta version N (`weir table versions` maps weir's versions to them):");
                 println!("  duckdb   SELECT * FROM delta_scan('{location}', version => N)");
                 println!("  polars   pl.scan_delta('{location}', version=N)");
                 println!("  pandas   deltalake.DeltaTable('{location}', version=N).to_pandas()");
@@ -110,9 +120,10 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
             let answer = client.get(&format!("/v1/collections/{c}/tables/{t}/versions"))?;
             client.print(&answer, |a| {
                 let rows = a.as_array().into_iter().flatten().map(|v| {
-                    vec![cell(&v["version"]), cell(&v["rows"]), cell(&v["execution"]), time(&v["created_at_ms"])]
+                    let delta = if v["delta_version"].is_null() { "not yet".into() } else { cell(&v["delta_version"]) };
+                    vec![cell(&v["version"]), delta, cell(&v["rows"]), cell(&v["execution"]), time(&v["created_at_ms"])]
                 });
-                print_rows(&["version", "rows", "execution", "committed"], rows);
+                print_rows(&["version", "delta version", "rows", "execution", "committed"], rows);
             });
         }
         Command::Sample { table, version, limit } => {

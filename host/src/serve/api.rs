@@ -62,8 +62,12 @@ async fn health(State(app): State<Arc<App>>) -> impl IntoResponse {
 
 async fn metrics(_: Admin, State(app): State<Arc<App>>) -> impl IntoResponse {
     let task_app = app.clone();
-    let nodes = tokio::task::spawn_blocking(move || super::cluster::metrics(&task_app)).await.unwrap_or_default();
-    let text = app.supervisor.metrics().render(&app.supervisor.counts(), &nodes);
+    let (nodes, unlogged) = tokio::task::spawn_blocking(move || {
+        (super::cluster::metrics(&task_app), task_app.catalog.unlogged().unwrap_or_default())
+    })
+    .await
+    .unwrap_or_default();
+    let text = app.supervisor.metrics().render(&app.supervisor.counts(), &nodes, &unlogged);
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text)
 }
 

@@ -40,6 +40,13 @@ struct StateLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TableLabels {
+    /// The collection's key (`tenant/group/collection`).
+    collection: String,
+    table: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabels {
     node: String,
 }
@@ -78,6 +85,7 @@ pub struct Metrics {
     node_live: Family<NodeLabels, Gauge>,
     node_heartbeat_age: Family<NodeLabels, Gauge<f64, AtomicU64>>,
     node_partitions: Family<HeldLabels, Gauge>,
+    unlogged: Family<TableLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -100,6 +108,7 @@ impl Default for Metrics {
             node_live: Family::default(),
             node_heartbeat_age: Family::default(),
             node_partitions: Family::default(),
+            unlogged: Family::default(),
             registry: Registry::default(),
         };
         registry.register("batches_closed", "Batches closed, by rollover reason", m.batches_closed.clone());
@@ -149,6 +158,11 @@ impl Default for Metrics {
             "cluster_partitions",
             "Partitions each node's worker of each publisher holds (as its last heartbeat said)",
             m.node_partitions.clone(),
+        );
+        registry.register(
+            "table_versions_unlogged",
+            "Versions of a table committed but not yet in its Delta log, which no reader sees (0 series: none)",
+            m.unlogged.clone(),
         );
         Self { registry, ..m }
     }
@@ -217,8 +231,13 @@ impl Metrics {
     }
 
     /// Renders the metrics, with this node's publishers counted by `states`,
-    /// and the cluster's `nodes`.
-    pub fn render(&self, states: &[(&str, i64)], nodes: &[ClusterNode]) -> String {
+    /// the cluster's `nodes`, and the tables whose logs lack versions
+    /// (`unlogged`: collection key, table, how many).
+    pub fn render(&self, states: &[(&str, i64)], nodes: &[ClusterNode], unlogged: &[(String, String, i64)]) -> String {
+        self.unlogged.clear();
+        for (collection, table, n) in unlogged {
+            self.unlogged.get_or_create(&TableLabels { collection: collection.clone(), table: table.clone() }).set(*n);
+        }
         self.publishers.clear();
         for (state, n) in states {
             self.publishers.get_or_create(&StateLabels { state: state.to_string() }).set(*n);

@@ -309,6 +309,11 @@ pub async fn status(
         }
         None => Err("the collection has no connection".to_string()),
     };
+    // Versions committed that no reader of the table sees yet (its Delta log is behind).
+    let table_log = {
+        let (task_app, scope, table) = (app.clone(), record.collection.scope(), table_name_for_topic(&source.topic));
+        tokio::task::spawn_blocking(move || crate::tables::delta::lag(&task_app.catalog, &scope, &table)).await??
+    };
     let (lag_total, lag_error) = match &lag {
         Ok(partitions) => (Some(partitions.iter().map(|p| p.lag).sum::<i64>()), None),
         Err(e) => (None, Some(e.clone())),
@@ -328,6 +333,7 @@ pub async fn status(
         })),
         "dead_letter_topic": source.dead_letter_topic,
         "output_table": format!("{}/{}", record.collection.name, table_name_for_topic(&source.topic)),
+        "table_log": table_log,
         "plugin": record.plugin,
         "flush_interval_mins": resolved.flush_interval_mins,
         "flush_ceiling_seconds": resolved.flush_interval_mins * 60,

@@ -74,11 +74,15 @@ pub async fn show(
     let scope = locate(&app, &tenant, &collection, &table)?;
     let snapshot = snapshot(&app, &tenant, &collection, &table, None).await?;
     let location = app.catalog.store().location(&tables::delta::table_dir(&scope, &table));
+    let (task_app, task_table) = (app.clone(), table.clone());
+    let log = tokio::task::spawn_blocking(move || tables::delta::lag(&task_app.catalog, &scope, &task_table)).await??;
     Ok(Json(json!({
         "table": format!("{collection}/{table}"),
         "format": "delta",
         "location": location,
         "version": snapshot.version,
+        "delta_version": snapshot.delta_version,
+        "log": log,
         "rows": snapshot.rows,
         "files": snapshot.files.len(),
     })))

@@ -28,6 +28,14 @@ pub enum TableError {
     Empty(String),
     #[error("table `{table}` has no version {version}: its latest is {latest}")]
     NoVersion { table: String, version: i64, latest: i64 },
+    /// Committed, but the log does not hold it yet: no reader sees it.
+    #[error("version {version} of table `{table}` is committed but not yet in its Delta log{cause}")]
+    Unlogged { table: String, version: i64, cause: String },
+    /// Another writer deleted rows through deletion vectors, which weir does not read.
+    #[error(
+        "table `{table}` at Delta version {delta_version}: another writer deleted rows of {path} with a deletion vector, which weir cannot read yet; read the table with DuckDB, Polars or deltalake, or rewrite the file without it (deltalake: optimize.compact())"
+    )]
+    DeletionVectors { table: String, delta_version: i64, path: String },
     #[error(transparent)]
     Catalog(#[from] CatalogError),
     #[error("reading {path}: {detail}")]
@@ -39,44 +47,67 @@ pub enum TableError {
 /// A table as of one version.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
+    /// weir's version: the newest the Delta version holds.
     pub version: i64,
+    /// The Delta version read (it may hold other writers' commits too).
+    pub delta_version: i64,
     pub rows: u64,
     /// Their keys in the store, oldest first.
     pub files: Vec<String>,
 }
 
-/// The table `collection/table` as of `version` (default: the latest), read
-/// through its Delta log, as any other reader would. The log is first brought
-/// up to the catalog (it is written after each catalog commit, so it may lag
-/// by a crash), so every version the catalog has committed can be read.
+/// The table `collection/table` as of weir's version `version` (default: the
+/// log's latest, whoever wrote it), read through its Delta log, as any other
+/// reader would: another writer's compaction is read once, its deletes stay
+/// deleted. The log is first brought up to the catalog (it is written after
+/// each catalog commit, so it may lag by a crash).
 pub fn snapshot(
     catalog: &Catalog,
     collection: &str,
     table: &str,
     version: Option<i64>,
 ) -> Result<Snapshot, TableError> {
-    if let Err(e) = delta::sync(catalog, collection, table) {
+    let synced = delta::sync(catalog, collection, table);
+    if let Err(e) = &synced {
         tracing::warn!(table, error = %format!("{e:#}"), "bringing the Delta log up to the catalog");
     }
+    let no_version = |version| -> Result<Snapshot, TableError> {
+        let latest = catalog.version_at(collection, table, i64::MAX)?.unwrap_or(0);
+        Err(TableError::NoVersion { table: table.into(), version, latest })
+    };
+    let delta_version = match version {
+        None => None,
+        Some(v) => match catalog.delta_version_of(collection, table, v)? {
+            Some(Some(d)) => Some(d),
+            Some(None) => {
+                let cause = synced.err().map_or(String::new(), |e| format!(": {e:#}"));
+                return Err(TableError::Unlogged { table: table.into(), version: v, cause });
+            }
+            None => return no_version(v),
+        },
+    };
     let (store, dir) = (catalog.store(), delta::table_dir(collection, table));
-    let state = match delta::replay(store, &dir, version) {
+    let state = match delta::replay(store, &dir, delta_version) {
         // Delta version 0 is the table's creation; weir's versions start at 1.
-        Ok(state) if state.version == 0 && version.is_none() => return Err(TableError::Empty(table.into())),
-        Ok(state) if state.version == 0 => {
-            let latest = delta::latest(store, &dir).ok().flatten().unwrap_or(0);
-            return Err(TableError::NoVersion { table: table.into(), version: 0, latest });
-        }
+        Ok(state) if state.version() == 0 && version.is_none() => return Err(TableError::Empty(table.into())),
         Ok(state) => state,
         Err(ReplayError::NoLog) => return Err(TableError::Empty(table.into())),
-        Err(ReplayError::NoVersion { version, latest }) => {
-            return Err(TableError::NoVersion { table: table.into(), version, latest });
-        }
+        Err(ReplayError::NoVersion { .. }) => return no_version(version.unwrap_or(0)),
         Err(ReplayError::Read(e)) => return Err(read_error(&store.location(&dir), format!("{e:#}"))),
     };
+    let deleted = state.files.iter().find(|f| f.add.get("deletionVector").is_some_and(|d| !d.is_null()));
+    if let Some(file) = deleted {
+        return Err(TableError::DeletionVectors {
+            table: table.into(),
+            delta_version: state.version(),
+            path: file.path.clone(),
+        });
+    }
     Ok(Snapshot {
-        version: state.version,
-        rows: state.files.iter().map(|(_, rows)| rows).sum(),
-        files: state.files.iter().map(|(path, _)| format!("{dir}/{path}")).collect(),
+        version: catalog.version_at(collection, table, state.version())?.unwrap_or(0),
+        delta_version: state.version(),
+        rows: state.files.iter().map(|f| f.rows).sum(),
+        files: state.files.iter().map(|f| format!("{dir}/{}", f.path)).collect(),
     })
 }
 
@@ -94,18 +125,48 @@ fn batches<'a>(store: &'a Store, snapshot: &'a Snapshot) -> impl Iterator<Item =
     snapshot.files.iter().flat_map(move |path| {
         let batches: Box<dyn Iterator<Item = _>> =
             match open(store, path).and_then(|b| b.build().map_err(|e| read_error(path, e))) {
-                Ok(reader) => Box::new(reader.map(move |b| b.map_err(|e| read_error(path, e)))),
+                Ok(reader) => Box::new(reader.map(move |b| b.map_err(|e| read_error(path, e)).map(utc_offsets))),
                 Err(e) => Box::new(std::iter::once(Err(e))),
             };
         batches
     })
 }
 
+/// `batch` with its timestamps' zones as UTC offsets. A Delta `timestamp` is
+/// an instant in UTC whatever zone name its file's writer gave it (another
+/// engine's files say "UTC", weir's "+00:00"), and arrow formats and casts
+/// only offsets without a time zone database.
+fn utc_offsets(batch: RecordBatch) -> RecordBatch {
+    use arrow::datatypes::{DataType, Field, Schema};
+    let named = |t: &DataType| matches!(t, DataType::Timestamp(_, Some(tz)) if !tz.starts_with(['+', '-']));
+    if !batch.schema().fields().iter().any(|f| named(f.data_type())) {
+        return batch;
+    }
+    let (mut fields, mut columns) = (Vec::new(), Vec::new());
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        match field.data_type() {
+            DataType::Timestamp(unit, Some(_)) if named(field.data_type()) => {
+                let utc = DataType::Timestamp(*unit, Some("+00:00".into()));
+                let data = column.to_data().into_builder().data_type(utc.clone()).build();
+                fields.push(Field::new(field.name(), utc, field.is_nullable()).with_metadata(field.metadata().clone()));
+                columns.push(arrow::array::make_array(data.expect("the same values, another zone's name")));
+            }
+            _ => {
+                fields.push(field.as_ref().clone());
+                columns.push(column.clone());
+            }
+        }
+    }
+    let schema = std::sync::Arc::new(Schema::new_with_metadata(fields, batch.schema().metadata().clone()));
+    RecordBatch::try_new(schema, columns).expect("the same columns")
+}
+
 /// The schema of the snapshot's newest file (a batch has every column of the
 /// versions before it).
 pub fn schema(store: &Store, snapshot: &Snapshot) -> Result<SchemaRef, TableError> {
     let newest = snapshot.files.last().ok_or_else(|| TableError::Write("the version has no files".into()))?;
-    Ok(open(store, newest)?.schema().clone())
+    let schema = open(store, newest)?.schema().clone();
+    Ok(utc_offsets(RecordBatch::new_empty(schema)).schema())
 }
 
 /// The snapshot's first `limit` rows, as JSON objects.

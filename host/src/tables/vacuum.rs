@@ -10,12 +10,14 @@
 //! old enough, can delete them. No row is ever dropped, and no kept version
 //! ever loses a file it reads.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+
+use anyhow::Context as _;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::catalog::{Catalog, DataFile, TableVersion};
+use crate::catalog::{Catalog, DataFile};
 use crate::stage::{ParquetFile, table_file};
 use crate::store::Store;
 use arrow::datatypes::SchemaRef;
@@ -44,34 +46,64 @@ pub struct Vacuumed {
 
 pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i64) -> anyhow::Result<Vacuumed> {
     anyhow::ensure!(keep_versions >= 1, "--keep-versions must be at least 1 (the latest version is always kept)");
+    // Every version is in the log first (else this fails, and nothing is deleted).
     delta::sync(catalog, collection, table)?;
     let versions = catalog.versions(collection, table)?;
     let latest = versions.last().map_or(0, |v| v.version);
     let kept_from = (latest - keep_versions + 1).max(1);
     let mut done = Vacuumed { kept_from, latest, ..Vacuumed::default() };
+    // Every Delta version from the oldest kept one's on stays readable, other writers' too.
+    let Some(kept_delta) = versions.iter().find(|v| v.version == kept_from).and_then(|v| v.delta_version) else {
+        return Ok(done);
+    };
+    let (store, dir) = (catalog.store(), delta::table_dir(collection, table));
+    let kept = delta::replay(store, &dir, Some(kept_delta))?;
+    let now = delta::replay(store, &dir, None)?;
 
-    // (1) What no kept version reads.
-    let store = catalog.store();
-    let mut doomed: Vec<String> = versions
-        .iter()
-        .filter(|v| v.version <= kept_from)
-        .flat_map(|v| v.removed.iter().map(|f| f.path.clone()))
-        .collect();
-    doomed.extend(orphans(store, &delta::table_dir(collection, table), &versions)?);
-    for key in doomed {
-        if let Some(size) = store.size(&key)? {
-            store.delete(&key)?;
+    // (1) What no kept version reads: removed at or before the oldest kept
+    // version (by weir or another writer), or named by no version at all and
+    // old enough not to be a commit in the making (weir's or another writer's).
+    let mut needed: HashSet<String> = kept.files.iter().map(|f| f.path.clone()).collect();
+    for v in kept_delta + 1..=now.version() {
+        let commit =
+            delta::log::read_commit(store, &dir, v)?.with_context(|| format!("Delta version {v} is missing"))?;
+        needed.extend(
+            commit
+                .actions
+                .iter()
+                .filter_map(|a| a.get("add"))
+                .filter_map(|a| a["path"].as_str())
+                .map(delta::log::decode_path),
+        );
+    }
+    let mut removed: HashSet<String> = kept.removed.clone();
+    removed.extend(
+        versions
+            .iter()
+            .filter(|v| v.version <= kept_from)
+            .flat_map(|v| &v.removed)
+            .filter_map(|f| f.path.strip_prefix(&format!("{dir}/")).map(str::to_string)),
+    );
+    for entry in store.list(&dir)? {
+        let old = entry.modified.elapsed().unwrap_or_default() >= ORPHAN_AGE;
+        if !entry.name.ends_with(".parquet") || needed.contains(&entry.name) || !(old || removed.contains(&entry.name))
+        {
+            continue;
+        }
+        if store.delete(&format!("{dir}/{}", entry.name))? {
             done.deleted_files += 1;
-            done.deleted_bytes += size;
+            done.deleted_bytes += entry.size;
         }
     }
 
-    // (2) The small files added before the oldest kept version, still live, in groups.
-    let small: Vec<DataFile> = delta::live_files(&versions)
-        .into_iter()
-        .filter(|(added_by, _)| added_by.version < kept_from)
-        .map(|(_, f)| delta::with_size(store, f))
-        .filter(|f| f.as_ref().map_or(true, |f| f.size < SMALL_FILE_BYTES))
+    // (2) The small files added before the oldest kept version, still live
+    // in the log, in groups: weir's own (another writer's files are theirs to compact).
+    let ours: HashMap<&str, &DataFile> = versions.iter().flat_map(|v| &v.files).map(|f| (f.path.as_str(), f)).collect();
+    let small: Vec<DataFile> = now
+        .files
+        .iter()
+        .filter(|f| f.added_in < kept_delta && f.add["size"].as_u64().unwrap_or(0) < SMALL_FILE_BYTES)
+        .filter_map(|f| ours.get(format!("{dir}/{}", f.path).as_str()).map(|d| delta::with_size(store, (*d).clone())))
         .collect::<anyhow::Result<_>>()?;
     if small.len() < 2 {
         return Ok(done);
@@ -123,6 +155,7 @@ fn compact(
 ) -> anyhow::Result<DataFile> {
     let snapshot = Snapshot {
         version: 0,
+        delta_version: 0,
         rows: files.iter().map(|f| f.rows).sum(),
         files: files.iter().map(|f| f.path.clone()).collect(),
     };
@@ -138,20 +171,4 @@ fn compact(
     let size = store.upload(&key)?;
     let stats = crate::tables::stats::delta_stats(&footer, schema);
     Ok(DataFile { path: key, size, rows, stats: Some(stats) })
-}
-
-/// Parquet files in the table's directory that no version names, old enough
-/// not to be a batch in the middle of its commit.
-fn orphans(store: &Store, table_dir: &str, versions: &[TableVersion]) -> anyhow::Result<Vec<String>> {
-    let named: HashSet<&str> =
-        versions.iter().flat_map(|v| v.files.iter().chain(&v.removed)).map(|f| f.path.as_str()).collect();
-    let mut found = Vec::new();
-    for entry in store.list(table_dir)? {
-        let key = format!("{table_dir}/{}", entry.name);
-        let old = entry.modified.elapsed().unwrap_or_default() >= ORPHAN_AGE;
-        if entry.name.ends_with(".parquet") && !named.contains(key.as_str()) && old {
-            found.push(key);
-        }
-    }
-    Ok(found)
 }

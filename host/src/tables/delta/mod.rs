@@ -1,52 +1,56 @@
-//! Each table's Delta transaction log, written from the catalog.
+//! Each table's Delta transaction log, which weir shares with other engines.
 //!
-//! weir version N is Delta version N. Version 0 creates the table (protocol
-//! and metadata, from version 1's columns); version N adds its files, one
-//! `txn` per partition it read (the partition's next offset) and a
-//! `commitInfo` naming its execution, with the new columns' metadata when it
-//! adds some. The catalog is the commit point: a Delta commit is written only
-//! after the catalog has the version, put-if-absent, and its bytes are a pure
-//! function of the catalog's rows, so writing it again, after a crash or from
-//! two places at once, changes nothing. [`sync`] writes whatever the catalog
-//! has and the log lacks, in order, with a checkpoint every
-//! [`CHECKPOINT_INTERVAL`] versions.
+//! The catalog is the commit point: a table version and its source offsets
+//! commit there first, and [`sync`] then writes each version the log lacks as
+//! a Delta commit. Other engines write the same log (a compaction, a delete,
+//! an added column), so weir follows the protocol's optimistic concurrency: it
+//! reads what was committed since it last looked ([`follow`] says whether it
+//! can write under it), then creates the next free version, put-if-absent;
+//! taken, it reads the commit that took it and tries the one after. A weir
+//! commit is a blind append: its files, one `txn` per partition it read (the
+//! partition's next offset), and a `commitInfo` naming its execution and its
+//! weir version. That name is how a version is found in the log again, after
+//! a crash between the two commits or from another node, so a version is
+//! never written twice nor left out; the catalog keeps which Delta version
+//! holds each (weir's version N is Delta version N only until another writer
+//! commits). Version 0 creates the table from version 1's columns.
+//!
+//! `log` reads a log, whoever wrote it; `follow` holds what weir can write
+//! under; `checkpoint` writes one every [`CHECKPOINT_INTERVAL`] versions.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use anyhow::{Context as _, bail};
-use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Value, json};
 
-use crate::catalog::{Catalog, DataFile, TableRecord, TableVersion};
+use crate::catalog::{Catalog, DataFile, TableRecord, TableVersion, now_ms};
 use crate::files::Created;
-use crate::stage::{self, Kind};
 use crate::store::Store;
 use crate::tables::types::{TableTypes, delta_schema, has_timestamp_ntz};
+
+mod checkpoint;
+pub mod follow;
+pub mod log;
+
+pub use follow::Blocked;
+use log::{Commit, Head, commit_file};
+pub use log::{LiveFile, LogState, ReplayError, replay};
 
 /// Versions between checkpoints: opening a table reads the last checkpoint and
 /// at most this many commits after it.
 pub const CHECKPOINT_INTERVAL: i64 = 100;
+
+/// Versions a table may have committed in the catalog and not in its log
+/// (which no reader sees) before its publisher takes no new batch.
+pub const UNLOGGED_BOUND: usize = 3;
 
 const ENGINE: &str = concat!("weir/", env!("CARGO_PKG_VERSION"));
 
 /// A table's directory: its key in the store (relative to the data directory, by default).
 pub fn table_dir(collection: &str, table: &str) -> String {
     format!("tables/{collection}/{table}")
-}
-
-fn log_dir(table_dir: &str) -> String {
-    format!("{table_dir}/_delta_log")
-}
-
-fn commit_file(table_dir: &str, version: i64) -> String {
-    format!("{}/{version:020}.json", log_dir(table_dir))
-}
-
-fn checkpoint_file(table_dir: &str, version: i64) -> String {
-    format!("{}/{version:020}.checkpoint.parquet", log_dir(table_dir))
 }
 
 /// The protocol a schema needs: the oldest readers can read it unless it
@@ -58,6 +62,32 @@ fn protocol(schema: &Value) -> Value {
     } else {
         json!({ "minReaderVersion": 1, "minWriterVersion": 2 })
     }
+}
+
+/// The committed versions a table's log does not hold: why, and since when.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LogLag {
+    /// How many versions no reader of the log sees.
+    pub unlogged: usize,
+    /// The oldest of them: the table reads as it was before it.
+    pub since_version: i64,
+    /// Why the last attempt to write them failed (as this node saw it).
+    pub error: Option<String>,
+    pub failing_since_ms: Option<i64>,
+}
+
+/// The table's versions are committed but its log is behind by
+/// [`UNLOGGED_BOUND`] or more: its publisher waits, taking no new batch,
+/// until they are written (a store outage, a full disk, permissions).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "table `{table}`: versions {since_version} and after ({unlogged}) are committed but not in its Delta log, so no reader sees them ({cause}); weir takes no new batch until they are written"
+)]
+pub struct LogBehind {
+    pub table: String,
+    pub unlogged: usize,
+    pub since_version: i64,
+    pub cause: String,
 }
 
 /// One table whose log is being written: the catalog it comes from, its
@@ -73,7 +103,284 @@ struct TableLog<'a> {
     dir: String,
 }
 
+/// What this process knows of each table's log (its head, as far as it has
+/// read), each behind its own lock: one writer per table in this process,
+/// tables side by side. Other processes and other engines are kept out of
+/// harm's way by put-if-absent.
+static FOLLOWED: LazyLock<Mutex<HashMap<String, Arc<Mutex<Option<Head>>>>>> = LazyLock::new(Default::default);
+
+/// Why each table's log last failed to take its versions, and since when.
+static STUCK: LazyLock<Mutex<HashMap<String, (String, i64)>>> = LazyLock::new(Default::default);
+
+/// Runs `f` on the table's log under its lock; `None`: no such table.
+fn with_log<R>(
+    catalog: &Catalog,
+    collection: &str,
+    table: &str,
+    f: impl FnOnce(&TableLog, &mut Option<Head>) -> R,
+) -> anyhow::Result<Option<R>> {
+    let Some(record) = catalog.table_record(collection, table)? else { return Ok(None) };
+    let dir = table_dir(collection, table);
+    let name = format!("{}/{table}", collection.split_once('/').map_or(collection, |(_, c)| c));
+    let log = TableLog { catalog, collection, table, record, name, dir };
+    let location = catalog.store().location(&log.dir);
+    let cell = FOLLOWED.lock().unwrap_or_else(|e| e.into_inner()).entry(location).or_default().clone();
+    let mut head = cell.lock().unwrap_or_else(|e| e.into_inner());
+    Ok(Some(f(&log, &mut head)))
+}
+
+/// What [`sync`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Synced {
+    /// The log's newest version (`None`: the table has no version yet).
+    pub version: Option<i64>,
+    /// Commits this call wrote (not counting versions it found already written).
+    pub written: usize,
+    pub checkpoints: usize,
+}
+
+/// Writes the versions the catalog has and the table's log lacks, in order,
+/// each at the next free Delta version, and the checkpoint due. Safe to call
+/// at any time, from anywhere: a commit is only ever created, never
+/// overwritten, and a version already in the log is found there.
+pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<Synced> {
+    let synced = with_log(catalog, collection, table, |log, head| {
+        let synced = log.sync(head);
+        let key = catalog.store().location(&log.dir);
+        let mut stuck = STUCK.lock().unwrap_or_else(|e| e.into_inner());
+        match &synced {
+            Ok(_) => stuck.remove(&key),
+            Err(e) => {
+                let since = stuck.get(&key).map_or_else(now_ms, |(_, since)| *since);
+                stuck.insert(key, (format!("{e:#}"), since))
+            }
+        };
+        synced
+    })?;
+    synced.unwrap_or(Ok(Synced::default()))
+}
+
+/// Before a batch with `columns` (a Delta schema) commits a version of the
+/// table: brings the log up to the catalog, and says whether the version can
+/// go into it. A change weir cannot write under is [`Blocked`] (nothing is
+/// committed: the publisher stops); a log [`UNLOGGED_BOUND`] versions behind
+/// is [`LogBehind`] (the batch waits).
+pub fn ready(catalog: &Catalog, collection: &str, table: &str, columns: &Value) -> anyhow::Result<()> {
+    let synced = sync(catalog, collection, table);
+    if let Err(e) = &synced
+        && e.downcast_ref::<Blocked>().is_some()
+    {
+        return synced.map(|_| ());
+    }
+    // The batch's columns weir's table does not have yet against those another
+    // writer may have added (the catalog checks the others, in its commit).
+    let known = catalog.table_schema(collection, table, i64::MAX)?;
+    let has = |name: &Value| {
+        known.as_ref().and_then(|k| k["fields"].as_array()).is_some_and(|f| f.iter().any(|f| f["name"] == *name))
+    };
+    let mut new = columns.clone();
+    if let Some(fields) = new["fields"].as_array_mut() {
+        fields.retain(|f| !has(&f["name"]));
+    }
+    with_log(catalog, collection, table, |log, head| match head {
+        Some(head) => follow::writable(&log.name, head, known.as_ref())
+            .and_then(|()| follow::merge_schema(&log.name, head, &new).map(|_| ())),
+        None => Ok(()),
+    })?
+    .transpose()?;
+    let Err(cause) = synced else { return Ok(()) };
+    let unlogged = catalog.unlogged_versions(collection, table)?;
+    match unlogged.first() {
+        Some(first) if unlogged.len() >= UNLOGGED_BOUND => Err(LogBehind {
+            table: table.to_string(),
+            unlogged: unlogged.len(),
+            since_version: first.version,
+            cause: format!("{cause:#}"),
+        }
+        .into()),
+        _ => Ok(()),
+    }
+}
+
+/// The versions the table's log lacks, if any, and why.
+pub fn lag(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<Option<LogLag>> {
+    let unlogged = catalog.unlogged_versions(collection, table)?;
+    let Some(first) = unlogged.first() else { return Ok(None) };
+    let key = catalog.store().location(&table_dir(collection, table));
+    let stuck = STUCK.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+    Ok(Some(LogLag {
+        unlogged: unlogged.len(),
+        since_version: first.version,
+        error: stuck.as_ref().map(|(e, _)| e.clone()),
+        failing_since_ms: stuck.map(|(_, since)| since),
+    }))
+}
+
+/// Brings every table's log up to the catalog (on start, before any worker
+/// runs). A table that cannot be brought up is reported, and the others are not held up.
+pub fn sync_all(catalog: &Catalog) -> anyhow::Result<()> {
+    for (collection, table) in catalog.all_tables()? {
+        match sync(catalog, &collection, &table) {
+            Ok(synced) if synced.written > 0 => {
+                tracing::info!(collection, table, commits = synced.written, version = ?synced.version, "wrote the Delta commits the log lacked");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(collection, table, error = %format!("{e:#}"), "bringing the Delta log up to the catalog")
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The newest version of the log of the table at `dir`.
+pub fn latest(store: &Store, dir: &str) -> anyhow::Result<Option<i64>> {
+    Ok(log::log_files(store, dir)?.commits.last().copied())
+}
+
 impl TableLog<'_> {
+    fn sync(&self, cached: &mut Option<Head>) -> anyhow::Result<Synced> {
+        let store = self.catalog.store();
+        // What this process read last, while its newest commit is still there (one
+        // look-up); a log that lost commits behind its back is read anew.
+        if let Some(head) = cached
+            && head.version >= 0
+            && !store.exists(&commit_file(&self.dir, head.version))?
+        {
+            *cached = None;
+        }
+        let head = match cached {
+            Some(head) => head,
+            None => cached.insert(self.open()?),
+        };
+        // Versions found in the log as it is read (written by another node, or before a crash).
+        let mut found = HashSet::new();
+        self.catch_up(head, &mut found)?;
+        let mut synced = Synced::default();
+        let pending = self.catalog.unlogged_versions(self.collection, self.table)?;
+        if let Some(first) = pending.first() {
+            // The columns the log holds already, as weir wrote them: another writer must have kept them.
+            let mut columns = self.catalog.table_schema(self.collection, self.table, first.version)?;
+            for v in &pending {
+                if !found.contains(&v.version) {
+                    synced.written += self.write_version(head, v, columns.as_ref(), &mut found)? as usize;
+                }
+                columns = v.schema.clone().or(columns);
+            }
+        }
+        synced.version = (head.version >= 0).then_some(head.version);
+        // The newest checkpoint due (also after a crash that came between a commit and its checkpoint).
+        let due = head.version / CHECKPOINT_INTERVAL * CHECKPOINT_INTERVAL;
+        if due > 0 && !store.exists(&log::checkpoint_file(&self.dir, due))? {
+            let state = replay(store, &self.dir, Some(due))?;
+            checkpoint::write(store, &self.dir, &state)?;
+            synced.checkpoints += 1;
+        }
+        Ok(synced)
+    }
+
+    /// The log's head as it stands. Versions the catalog places past its end
+    /// were lost with a crash before their commits were durable (or predate
+    /// the catalog keeping where they are): they are written again.
+    fn open(&self) -> anyhow::Result<Head> {
+        let head = match replay(self.catalog.store(), &self.dir, None) {
+            Ok(state) => state.head,
+            Err(ReplayError::NoLog) => Head::default(),
+            Err(e) => return Err(e.into()),
+        };
+        let lost = self.catalog.unlog_after(self.collection, self.table, head.version)?;
+        if lost > 0 {
+            tracing::warn!(table = %self.name, versions = lost, log_version = head.version, "the Delta log ends before versions the catalog placed in it: writing them again");
+        }
+        Ok(head)
+    }
+
+    /// Reads the commits after the head, moving it past each.
+    fn catch_up(&self, head: &mut Head, found: &mut HashSet<i64>) -> anyhow::Result<()> {
+        while let Some(commit) = log::read_commit(self.catalog.store(), &self.dir, head.version + 1)? {
+            self.follow(head, &commit, found)?;
+        }
+        Ok(())
+    }
+
+    /// Moves the head past the next commit, noting where a weir version is.
+    fn follow(&self, head: &mut Head, commit: &Commit, found: &mut HashSet<i64>) -> anyhow::Result<()> {
+        if let Some(v) = commit.weir_version() {
+            self.catalog.set_delta_version(self.collection, self.table, v, commit.version)?;
+            found.insert(v);
+        }
+        head.follow(commit);
+        Ok(())
+    }
+
+    /// Writes version `v` at the next free Delta version; `false` when the
+    /// log turned out to hold it already.
+    fn write_version(
+        &self,
+        head: &mut Head,
+        v: &TableVersion,
+        columns: Option<&Value>,
+        found: &mut HashSet<i64>,
+    ) -> anyhow::Result<bool> {
+        // A version whose partitions the log already has past (its `txn`s) is in it.
+        let held: Option<i64> = v
+            .txns
+            .iter()
+            .map(|t| head.txns.get(&t.app_id).filter(|(at, _)| *at >= t.version).map(|(_, by)| *by))
+            .collect::<Option<Vec<i64>>>()
+            .and_then(|by| by.into_iter().max());
+        if let (Some(by), false) = (held, v.txns.is_empty()) {
+            self.catalog.set_delta_version(self.collection, self.table, v.version, by)?;
+            return Ok(false);
+        }
+        loop {
+            if head.version < 0 {
+                if v.version != 1 {
+                    bail!(
+                        "table `{}`: the catalog's first version to log is {}, and the log is empty",
+                        self.name,
+                        v.version
+                    );
+                }
+                let creation = self.creation(v)?;
+                match self.create(0, &creation)? {
+                    Some(taken) => self.follow(head, &taken, found)?,
+                    None => head.follow(&Commit { version: 0, actions: creation }),
+                }
+                continue;
+            }
+            follow::writable(&self.name, head, columns)?;
+            let actions = self.version_actions(v, head)?;
+            let at = head.version + 1;
+            match self.create(at, &actions)? {
+                None => {
+                    head.follow(&Commit { version: at, actions });
+                    self.catalog.set_delta_version(self.collection, self.table, v.version, at)?;
+                    return Ok(true);
+                }
+                Some(taken) => {
+                    self.follow(head, &taken, found)?;
+                    if found.contains(&v.version) {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Creates the commit at `version`; `Some`: another writer's was there.
+    fn create(&self, version: i64, actions: &[Value]) -> anyhow::Result<Option<Commit>> {
+        let store = self.catalog.store();
+        let key = commit_file(&self.dir, version);
+        match store.create(&key, lines(actions).into())? {
+            Created::Written => Ok(None),
+            Created::AlreadyThere => {
+                let bytes = store.get(&key)?.with_context(|| format!("{} vanished", store.location(&key)))?;
+                Ok(Some(Commit::parse(&store.location(&key), version, &bytes)?))
+            }
+        }
+    }
+
     fn metadata(&self, schema: &Value) -> Value {
         json!({
             "id": self.record.delta_id,
@@ -108,12 +415,14 @@ impl TableLog<'_> {
         ])
     }
 
-    /// Delta version `v.version`: its files, its partitions' offsets and its
-    /// execution; or, for a compaction, the files it replaces and their replacement.
-    fn version_actions(&self, v: &TableVersion) -> anyhow::Result<Vec<Value>> {
+    /// The commit of version `v` on top of `head`: its files, its partitions'
+    /// offsets and its execution, with the columns it adds merged into the
+    /// table's; or, for a compaction, the files it replaces and their
+    /// replacement (nothing, if another writer removed one of them first).
+    fn version_actions(&self, v: &TableVersion, head: &Head) -> anyhow::Result<Vec<Value>> {
         let dir = &self.dir;
         let compaction = v.execution.is_none();
-        let info = match v.execution {
+        let mut info = match v.execution {
             Some(execution) => json!({
                 "timestamp": v.created_at_ms,
                 "operation": "STREAMING UPDATE",
@@ -130,11 +439,23 @@ impl TableLog<'_> {
                 "engineInfo": ENGINE,
             }),
         };
+        info["weirVersion"] = json!(v.version);
+        if compaction && let Some(gone) = self.removed_elsewhere(v, head)? {
+            // Another writer took one of its files first (its own compaction, a
+            // delete): this compaction is given up, an empty commit in its place.
+            info["operationParameters"] = json!({ "abandoned": format!("{gone} was removed by another writer first") });
+            return Ok(vec![json!({ "commitInfo": info })]);
+        }
         let mut actions = vec![json!({ "commitInfo": info })];
-        // The first version's columns are version 0's; a later change comes with its own.
-        if let Some(schema) = v.schema.as_ref().filter(|_| v.version > 1) {
-            actions.push(json!({ "protocol": protocol(schema) }));
-            actions.push(json!({ "metaData": self.metadata(schema) }));
+        if let Some(schema) = &v.schema
+            && let Some(merged) = follow::merge_schema(&self.name, head, schema)?
+        {
+            if let Some(protocol) = follow::merge_protocol(head.protocol.as_ref(), &protocol(&merged)) {
+                actions.push(json!({ "protocol": protocol }));
+            }
+            let mut metadata = head.metadata.clone().unwrap_or_else(|| self.metadata(&merged));
+            metadata["schemaString"] = json!(merged.to_string());
+            actions.push(json!({ "metaData": metadata }));
         }
         for txn in &v.txns {
             actions.push(
@@ -152,9 +473,23 @@ impl TableLog<'_> {
             } }));
         }
         for file in &v.files {
-            actions.push(json!({ "add": add(dir, file, v.created_at_ms, !compaction)? }));
+            let file = with_size(self.catalog.store(), file.clone())?;
+            actions.push(json!({ "add": add(dir, &file, v.created_at_ms, !compaction)? }));
         }
         Ok(actions)
+    }
+
+    /// A file compaction `v` removes that the log no longer has live at `head`.
+    fn removed_elsewhere(&self, v: &TableVersion, head: &Head) -> anyhow::Result<Option<String>> {
+        let state = replay(self.catalog.store(), &self.dir, Some(head.version))?;
+        let live: HashSet<&str> = state.files.iter().map(|f| f.path.as_str()).collect();
+        for file in &v.removed {
+            let path = relative(&self.dir, file)?;
+            if !live.contains(path.as_str()) {
+                return Ok(Some(path));
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -186,341 +521,10 @@ fn lines(actions: &[Value]) -> Vec<u8> {
     out
 }
 
-/// The newest Delta version of each table directory this process has written
-/// or found (so that a commit writes only what is new), each behind its own
-/// lock: one writer per table in this process, tables side by side.
-static KNOWN: LazyLock<Mutex<HashMap<String, Known>>> = LazyLock::new(Default::default);
-
-/// A table's newest written version, behind the lock its writers take.
-type Known = Arc<Mutex<Option<i64>>>;
-
-/// What [`sync`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Synced {
-    /// The log's newest version (`None`: the table has no version yet).
-    pub version: Option<i64>,
-    /// Commits this call wrote (not counting those it found already written).
-    pub written: usize,
-    pub checkpoints: usize,
-}
-
-/// Writes the Delta commits the catalog has and the table's log lacks, in
-/// order, and the checkpoints due. Safe to call at any time, from anywhere:
-/// a commit is only ever created, never overwritten.
-pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<Synced> {
-    let Some(record) = catalog.table_record(collection, table)? else { return Ok(Synced::default()) };
-    let store = catalog.store();
-    let dir = table_dir(collection, table);
-    let name = format!("{}/{table}", collection.split_once('/').map_or(collection, |(_, c)| c));
-    let log = TableLog { catalog, collection, table, record, name: name.clone(), dir: dir.clone() };
-    // One writer per table in this process; others (another process, a node) are
-    // kept out of harm's way by put-if-absent.
-    let table_lock = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).entry(store.location(&dir)).or_default().clone();
-    let mut known = table_lock.lock().unwrap_or_else(|e| e.into_inner());
-    // What this process wrote last, while it is still there (one look-up); else
-    // the log's newest. Commits another node wrote since are found written, the same.
-    let mut newest = match *known {
-        Some(v) if store.exists(&commit_file(&dir, v))? => v,
-        _ => newest_commit(store, &dir)?.unwrap_or(-1),
-    };
-    let versions = catalog.versions_after(collection, table, newest.max(0))?;
-    let mut synced = Synced { version: (newest >= 0).then_some(newest), ..Synced::default() };
-    if newest < 0 {
-        let Some(first) = versions.first() else { return Ok(synced) };
-        if first.version != 1 {
-            bail!("table `{name}`: the catalog's first version is {}, not 1", first.version);
-        }
-        synced.written += write_commit(store, &dir, 0, &log.creation(first)?)? as usize;
-        newest = 0;
-    }
-    let after = newest;
-    for v in versions.iter().filter(|v| v.version > after) {
-        if v.version != newest + 1 {
-            bail!("table `{name}`: the catalog skips from version {newest} to {}", v.version);
-        }
-        let v = with_sizes(store, v)?;
-        synced.written += write_commit(store, &dir, v.version, &log.version_actions(&v)?)? as usize;
-        newest = v.version;
-        *known = Some(newest);
-    }
-    *known = Some(newest);
-    synced.version = Some(newest);
-    // The newest checkpoint due (also after a crash that came between a commit and its checkpoint).
-    let due = newest / CHECKPOINT_INTERVAL * CHECKPOINT_INTERVAL;
-    if due > 0 && !store.exists(&checkpoint_file(&dir, due))? {
-        log.checkpoint(due)?;
-        synced.checkpoints += 1;
-    }
-    Ok(synced)
-}
-
-/// Brings every table's log up to the catalog (on start, before any worker
-/// runs). A table that cannot be brought up is reported, and the others are not held up.
-pub fn sync_all(catalog: &Catalog) -> anyhow::Result<()> {
-    for (collection, table) in catalog.all_tables()? {
-        match sync(catalog, &collection, &table) {
-            Ok(synced) if synced.written > 0 => {
-                tracing::info!(collection, table, commits = synced.written, version = ?synced.version, "wrote the Delta commits the log lacked");
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::error!(collection, table, error = %format!("{e:#}"), "bringing the Delta log up to the catalog")
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The files live after `versions` (oldest first), each with the version that added it.
-pub(crate) fn live_files(versions: &[TableVersion]) -> Vec<(&TableVersion, DataFile)> {
-    let mut live: Vec<(&TableVersion, DataFile)> = Vec::new();
-    for v in versions {
-        live.retain(|(_, f)| !v.removed.iter().any(|r| r.path == f.path));
-        live.extend(v.files.iter().map(|f| (v, f.clone())));
-    }
-    live
-}
-
 /// A file recorded without its size (before weir kept them), with it.
 pub(crate) fn with_size(store: &Store, mut file: DataFile) -> anyhow::Result<DataFile> {
     if file.size == 0 {
         file.size = store.size(&file.path)?.with_context(|| format!("data file {} is missing", file.path))?;
     }
     Ok(file)
-}
-
-/// A version, its files with their sizes.
-fn with_sizes(store: &Store, v: &TableVersion) -> anyhow::Result<TableVersion> {
-    let mut v = v.clone();
-    v.files = v.files.into_iter().map(|f| with_size(store, f)).collect::<anyhow::Result<_>>()?;
-    Ok(v)
-}
-
-/// Writes one commit, put-if-absent. `true`: written; `false`: it was there
-/// already, byte for byte (anything else there is an error: weir did not write
-/// it). Its bytes are synced, its name not: a commit lost with its directory's
-/// last writes is written again, the same, by the next [`sync`].
-fn write_commit(store: &Store, dir: &str, version: i64, actions: &[Value]) -> anyhow::Result<bool> {
-    let key = commit_file(dir, version);
-    let bytes = lines(actions);
-    match store.create(&key, bytes.clone().into())? {
-        Created::Written => Ok(true),
-        Created::AlreadyThere => {
-            if store.get(&key)?.as_deref() != Some(&bytes[..]) {
-                bail!(
-                    "{} holds a commit weir did not write (another writer, or an edited log): move it aside, and weir writes version {version} as its catalog has it",
-                    store.location(&key)
-                );
-            }
-            Ok(false)
-        }
-    }
-}
-
-/// The newest commit in a table's log (`None`: no log yet).
-fn newest_commit(store: &Store, dir: &str) -> anyhow::Result<Option<i64>> {
-    Ok(log_files(store, dir)?.commits.last().copied())
-}
-
-struct LogFiles {
-    commits: Vec<i64>,
-    checkpoints: Vec<i64>,
-}
-
-fn log_files(store: &Store, dir: &str) -> anyhow::Result<LogFiles> {
-    let mut files = LogFiles { commits: Vec::new(), checkpoints: Vec::new() };
-    for entry in store.list(&log_dir(dir))? {
-        let name = entry.name;
-        if let Some(v) = name.strip_suffix(".json").and_then(|n| n.parse().ok()) {
-            files.commits.push(v);
-        } else if let Some(v) = name.strip_suffix(".checkpoint.parquet").and_then(|n| n.parse().ok()) {
-            files.checkpoints.push(v);
-        }
-    }
-    files.commits.sort_unstable();
-    files.checkpoints.sort_unstable();
-    Ok(files)
-}
-
-/// The checkpoint's columns: one struct per action kind, one row per action.
-fn checkpoint_schema() -> SchemaRef {
-    let utf8 = |name: &str| Field::new(name, DataType::Utf8, true);
-    let long = |name: &str| Field::new(name, DataType::Int64, true);
-    let strings = |name: &str| Field::new_list(name, Field::new_list_field(DataType::Utf8, true), true);
-    let map = |name: &str| {
-        Field::new_map(name, "key_value", Field::new("key", DataType::Utf8, false), utf8("value"), false, true)
-    };
-    let structure = |name: &str, fields: Vec<Field>| Field::new_struct(name, fields, true);
-    Arc::new(Schema::new(vec![
-        structure("txn", vec![utf8("appId"), long("version"), long("lastUpdated")]),
-        structure(
-            "add",
-            vec![
-                utf8("path"),
-                map("partitionValues"),
-                long("size"),
-                long("modificationTime"),
-                Field::new("dataChange", DataType::Boolean, true),
-                utf8("stats"),
-            ],
-        ),
-        structure(
-            "remove",
-            vec![
-                utf8("path"),
-                long("deletionTimestamp"),
-                Field::new("dataChange", DataType::Boolean, true),
-                Field::new("extendedFileMetadata", DataType::Boolean, true),
-                map("partitionValues"),
-                long("size"),
-            ],
-        ),
-        structure(
-            "metaData",
-            vec![
-                utf8("id"),
-                utf8("name"),
-                utf8("description"),
-                structure("format", vec![utf8("provider"), map("options")]),
-                utf8("schemaString"),
-                strings("partitionColumns"),
-                map("configuration"),
-                long("createdTime"),
-            ],
-        ),
-        structure(
-            "protocol",
-            vec![
-                Field::new("minReaderVersion", DataType::Int32, true),
-                Field::new("minWriterVersion", DataType::Int32, true),
-                strings("readerFeatures"),
-                strings("writerFeatures"),
-            ],
-        ),
-    ]))
-}
-
-impl TableLog<'_> {
-    /// The table's state as of `version`, as actions: protocol, metadata, the
-    /// newest `txn` of each application, every file.
-    fn state(&self, version: i64) -> anyhow::Result<Vec<Value>> {
-        let versions: Vec<TableVersion> = self
-            .catalog
-            .versions(self.collection, self.table)?
-            .into_iter()
-            .take_while(|v| v.version <= version)
-            .collect();
-        let schema = match versions.iter().rev().find_map(|v| v.schema.clone()) {
-            Some(schema) => schema,
-            None => self.first_schema(versions.first().context("no version to checkpoint")?)?,
-        };
-        let mut txns = BTreeMap::new();
-        let mut actions = vec![json!({ "protocol": protocol(&schema) }), json!({ "metaData": self.metadata(&schema) })];
-        for v in &versions {
-            for txn in &v.txns {
-                txns.insert(
-                    txn.app_id.clone(),
-                    json!({ "appId": txn.app_id, "version": txn.version, "lastUpdated": v.created_at_ms }),
-                );
-            }
-        }
-        for (added_by, file) in live_files(&versions) {
-            let file = with_size(self.catalog.store(), file)?;
-            actions.push(json!({ "add": add(&self.dir, &file, added_by.created_at_ms, false)? }));
-        }
-        actions.extend(txns.into_values().map(|txn| json!({ "txn": txn })));
-        Ok(actions)
-    }
-
-    /// Writes the checkpoint of `version` and points `_last_checkpoint` at it.
-    fn checkpoint(&self, version: i64) -> anyhow::Result<()> {
-        let actions = self.state(version)?;
-        let schema = checkpoint_schema();
-        let mut decoder = arrow::json::ReaderBuilder::new(schema.clone()).build_decoder()?;
-        decoder.serialize(&actions)?;
-        let batch = decoder.flush()?.context("a checkpoint has actions")?;
-        let store = self.catalog.store();
-        store
-            .put(&checkpoint_file(&self.dir, version), stage::parquet_bytes(&schema, &[batch], Kind::Table)?.into())?;
-        let hint = json!({ "version": version, "size": actions.len() });
-        store.put(&format!("{}/_last_checkpoint", log_dir(&self.dir)), hint.to_string().into())
-    }
-}
-
-/// A table's files as of one version, read from its log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogState {
-    pub version: i64,
-    /// Relative to the table's directory, oldest first, with their rows.
-    pub files: Vec<(String, u64)>,
-}
-
-/// Why a version cannot be read.
-#[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
-    #[error("the table has no Delta log yet")]
-    NoLog,
-    #[error("the log has no version {version}: its latest is {latest}")]
-    NoVersion { version: i64, latest: i64 },
-    #[error(transparent)]
-    Read(#[from] anyhow::Error),
-}
-
-/// The newest version of the log of the table at `dir`.
-pub fn latest(store: &Store, dir: &str) -> anyhow::Result<Option<i64>> {
-    newest_commit(store, dir)
-}
-
-/// The table at `dir` as of `version` (default: its latest): the newest
-/// checkpoint at or before it, then each commit after, adds and removes in order.
-pub fn replay(store: &Store, dir: &str, version: Option<i64>) -> Result<LogState, ReplayError> {
-    let files = log_files(store, dir)?;
-    let latest = *files.commits.last().ok_or(ReplayError::NoLog)?;
-    let version = version.unwrap_or(latest);
-    if files.commits.binary_search(&version).is_err() {
-        return Err(ReplayError::NoVersion { version, latest });
-    }
-    let mut state: Vec<(String, u64)> = Vec::new();
-    let from = match files.checkpoints.iter().rev().find(|c| **c <= version) {
-        Some(&cp) => {
-            state = checkpointed_files(store, &checkpoint_file(dir, cp))?;
-            cp + 1
-        }
-        None => 0,
-    };
-    for v in from..=version {
-        let key = commit_file(dir, v);
-        let text = store.get(&key)?.with_context(|| format!("{} is missing", store.location(&key)))?;
-        for line in text.split(|b| *b == b'\n').filter(|l| !l.trim_ascii().is_empty()) {
-            let action: Value = serde_json::from_slice(line).with_context(|| format!("{key}: not JSON"))?;
-            if let Some(add) = action.get("add") {
-                let path = add["path"].as_str().unwrap_or_default().to_string();
-                state.retain(|(p, _)| *p != path);
-                state.push((path, rows_of(add["stats"].as_str())));
-            } else if let Some(path) = action.get("remove").and_then(|r| r["path"].as_str()) {
-                state.retain(|(p, _)| p != path);
-            }
-        }
-    }
-    Ok(LogState { version, files: state })
-}
-
-fn rows_of(stats: Option<&str>) -> u64 {
-    stats.and_then(|s| serde_json::from_str::<Value>(s).ok()).and_then(|s| s["numRecords"].as_u64()).unwrap_or(0)
-}
-
-fn checkpointed_files(store: &Store, path: &str) -> anyhow::Result<Vec<(String, u64)>> {
-    let reader = ParquetRecordBatchReaderBuilder::try_new(store.blob(path)?)?.build()?;
-    let mut files = Vec::new();
-    for batch in reader {
-        let batch: RecordBatch = batch?;
-        let add = batch.column_by_name("add").context("a checkpoint has an `add` column")?.as_struct();
-        let (paths, stats) = (add.column_by_name("path"), add.column_by_name("stats"));
-        let (Some(paths), Some(stats)) = (paths, stats) else { bail!("{path}: `add` lacks path or stats") };
-        let (paths, stats) = (paths.as_string::<i32>(), stats.as_string::<i32>());
-        for row in (0..add.len()).filter(|i| add.is_valid(*i)) {
-            files.push((paths.value(row).to_string(), rows_of(stats.is_valid(row).then(|| stats.value(row)))));
-        }
-    }
-    Ok(files)
 }
