@@ -6,7 +6,9 @@
 //! node killed with -9 loses nothing (its partitions move to the others, which
 //! resume from the catalog's offsets) and is shown as silent; every message
 //! lands in the table exactly once, as an independent Delta reader finds it in
-//! the bucket; a storage outage holds batches back and loses nothing.
+//! the bucket; a storage outage holds batches back and loses nothing; another
+//! engine compacting the table in the bucket while two nodes write it hides
+//! and doubles nothing.
 
 mod common;
 
@@ -305,4 +307,56 @@ fn a_storage_outage_holds_batches_back_and_loses_nothing() {
         assert!(rows > 0, "version {v} reads from the bucket");
     }
     assert_eq!(read["versions"][latest.to_string()]["polars"]["keys"], json!(expected));
+}
+
+#[test]
+fn two_nodes_and_another_engines_compactions_on_one_bucket_keep_every_row_once() {
+    const PARTITIONS: i64 = 4;
+    let postgres = Postgres::shared();
+    let s3 = S3::start("weir-foreign");
+    let cluster = Shared::new(postgres, "cluster_foreign_writer", &s3, "foreign");
+    let broker = Tansu::start();
+    broker.create_topic("clicks", PARTITIONS as u32);
+    let bootstrap = broker.address.clone();
+    let a = cluster.node("a");
+    let b = cluster.node("b");
+    let token = registered_with(&a, cluster.dir.path(), &bootstrap, &[]);
+    poll("the partitions split between the two nodes", || split_between(&b, &token, 2, PARTITIONS));
+
+    // Both nodes commit while deltalake compacts the table in the bucket, twice.
+    let (stop, producer) = steady_producer(bootstrap.clone(), 0, 20);
+    let location = |n: &Server| n.cli_json(&token, &["table", "show", "events/clicks"])["location"].clone();
+    let mut compacted = Vec::new();
+    for round in 1..=2 {
+        poll("rows committed by both nodes", || (committed_rows(&a, &token) >= 200 * round).then_some(()));
+        let location = location(&a).as_str().unwrap().to_string();
+        let done = delta_py_with(&["write", &location, "compact"], &s3.direct_env());
+        compacted.push(done["version"].as_i64().unwrap());
+    }
+    let rows_then = committed_rows(&a, &token);
+    poll("commits after the compactions", || (committed_rows(&a, &token) > rows_then + 100).then_some(()));
+    stop.store(true, Ordering::SeqCst);
+    let total = producer.join().unwrap();
+    a.wait_for_rows(&token, "events", "clicks", total as u64);
+
+    let mut expected: Vec<String> = (0..total).map(|i| format!("evt-{i}")).collect();
+    expected.sort();
+    let table = b.cli_json(&token, &["table", "show", "events/clicks"]);
+    let latest = table["delta_version"].as_i64().unwrap();
+    assert!(latest > table["version"].as_i64().unwrap(), "the log holds the other engine's commits too: {table}");
+    assert!(table["log"].is_null(), "every version is in the log: {table}");
+    let location = table["location"].as_str().unwrap();
+    let read =
+        delta_py_with(&["read", location, "--key", "event_id", "--versions", &latest.to_string()], &s3.direct_env());
+    for reader in ["polars", "deltalake"] {
+        let seen = &read["versions"][latest.to_string()][reader]["keys"];
+        assert_eq!(seen, &json!(expected), "{reader} reads every message once ({compacted:?} compacted)");
+    }
+    let export = cluster.dir.path().join("all.parquet");
+    b.cli_ok(&token, &["table", "export", "events/clicks", "-o", export.to_str().unwrap()]);
+    let mut ids = event_ids(&export);
+    ids.sort();
+    assert_eq!(ids, expected, "weir's own export reads the whole log");
+    let metrics = a.text("/metrics", common::serve::ADMIN);
+    assert!(!metrics.contains("weir_table_versions_unlogged{"), "no version left out of the log: {metrics}");
 }

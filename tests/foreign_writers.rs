@@ -149,7 +149,10 @@ fn assert_every_version_logged_once(h: &Harness) {
 async fn another_writers_compactions_neither_hide_nor_double_a_row() {
     let h = Harness::new(3);
     let mut w = start(&h, CLICKS_SCHEMA);
-    let compactions = ingest_among(&h, &mut w, &[&["compact"], &["compact"], &["z-order", "user_id"]]).await;
+    // A protocol upgrade to a feature weir's appends honour, between the compactions.
+    let actions: &[&[&str]] =
+        &[&["compact"], &["add-feature", "ChangeDataFeed"], &["compact"], &["z-order", "user_id"]];
+    let compactions = ingest_among(&h, &mut w, actions).await;
     w.stop().await;
     assert_everyone_sees(&h, &ids(0..PRODUCED));
     assert_every_version_logged_once(&h);
@@ -188,17 +191,19 @@ async fn rows_another_writer_deletes_stay_deleted_and_updates_keep_every_row_onc
 async fn a_column_another_writer_adds_is_null_in_batches_without_it_and_written_by_one_that_returns_it() {
     let h = Harness::new(3);
     let mut w = start(&h, CLICKS_SCHEMA);
-    ingest_among(&h, &mut w, &[&["add-column", "note", "string"]]).await;
+    let retention = ["delta.logRetentionDuration", "interval 60 days"];
+    let actions: &[&[&str]] = &[&["add-column", "note", "string"], &["set-property", retention[0], retention[1]]];
+    ingest_among(&h, &mut w, actions).await;
     w.stop().await;
-    // The publisher now returns the column too.
+    // The publisher now returns the column too, and one the table has not seen.
     let with_note = CLICKS_SCHEMA.replace(
         r#""device": { "type": "string" }"#,
-        r#""device": { "type": "string" }, "note": { "type": "string" }"#,
+        r#""device": { "type": "string" }, "note": { "type": "string" }, "tag": { "type": "string" }"#,
     );
     let mut w = start(&h, &with_note);
     let noted: Vec<String> = (PRODUCED..PRODUCED + 100)
         .map(|i| {
-            json!({"event_id": format!("evt-{i}"), "user_id": 1, "url": "/", "ts": "2026-11-29T10:00:00Z", "note": "hi"})
+            json!({"event_id": format!("evt-{i}"), "user_id": 1, "url": "/", "ts": "2026-11-29T10:00:00Z", "note": "hi", "tag": "t"})
                 .to_string()
         })
         .collect();
@@ -214,7 +219,9 @@ async fn a_column_another_writer_adds_is_null_in_batches_without_it_and_written_
     let names: Vec<&str> =
         out["schema"]["fields"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
     assert_eq!(names.iter().filter(|n| **n == "note").count(), 1, "{names:?}");
-    assert!(names.contains(&"event_id") && names.contains(&"_offset"), "{names:?}");
+    assert!(names.contains(&"event_id") && names.contains(&"_offset") && names.contains(&"tag"), "{names:?}");
+    // weir's commit that added `tag` kept the other writer's table property.
+    assert_eq!(out["configuration"][retention[0]], retention[1], "{}", out["configuration"]);
     assert_every_version_logged_once(&h);
 }
 
@@ -264,4 +271,46 @@ async fn weirs_vacuum_after_another_writers_compaction_and_delete_keeps_every_ke
         assert_eq!(read(&h, v), seen, "Delta version {v} reads the same after the vacuum");
     }
     assert_everyone_sees(&h, &expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_that_cannot_take_versions_is_reported_and_its_publisher_waits_at_the_bound() {
+    let h = Harness::new(3);
+    let mut w = start(&h, CLICKS_SCHEMA);
+    h.produce("clicks", &clicks(0, 60)).await;
+    w.commits_until(60).await;
+    // Something the log cannot get past where its next commit goes (a full
+    // disk, a store outage, permissions: here, a directory in the way).
+    let next = latest(&h) + 1;
+    let obstacle = format!("{}/_delta_log/{next:020}.json", root(&h));
+    std::fs::create_dir(&obstacle).unwrap();
+    h.produce("clicks", &clicks(60, 600)).await;
+    let error = w
+        .next_matching(|e| match e {
+            weir::worker::WorkerEvent::AttemptFailed { error, .. } => Some(error.clone()),
+            _ => None,
+        })
+        .await;
+    assert!(error.contains("not in its Delta log, so no reader sees them"), "{error}");
+    let unlogged = h.catalog.unlogged_versions("events", "clicks").unwrap();
+    assert_eq!(unlogged.len(), delta::UNLOGGED_BOUND, "the publisher stops taking batches at the bound");
+    let lag = delta::lag(&h.catalog, "events", "clicks").unwrap().expect("the log is behind");
+    assert_eq!((lag.unlogged, lag.since_version), (delta::UNLOGGED_BOUND, unlogged[0].version));
+    assert!(lag.error.is_some_and(|e| e.contains(&format!("{next:020}.json"))), "the cause is said");
+    assert_eq!(h.catalog.unlogged().unwrap(), [("events".into(), "clicks".into(), delta::UNLOGGED_BOUND as i64)]);
+    // Readers see the table as it was; weir says why a version is missing.
+    let err = tables::snapshot(&h.catalog, "events", "clicks", Some(unlogged[0].version)).unwrap_err().to_string();
+    assert!(err.contains("committed but not yet in its Delta log"), "{err}");
+
+    // Cleared, the versions go in and the publisher goes on: nothing lost or doubled.
+    std::fs::remove_dir(&obstacle).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while h.catalog.versions("events", "clicks").unwrap().iter().map(|v| v.rows).sum::<u64>() < 660 {
+        assert!(std::time::Instant::now() < deadline, "every event committed within 120 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    w.stop().await;
+    assert!(delta::lag(&h.catalog, "events", "clicks").unwrap().is_none());
+    assert_everyone_sees(&h, &ids(0..660));
+    assert_every_version_logged_once(&h);
 }

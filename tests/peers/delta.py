@@ -9,7 +9,7 @@ deltalake, the stored transaction version of each APP_ID.
 
     python3 delta.py write TABLE_DIR compact|z-order COLUMN|delete PREDICATE|
                                      update PREDICATE COLUMN SQL|add-column NAME TYPE|
-                                     add-feature FEATURE|drop-feature FEATURE
+                                     set-property KEY VALUE|add-feature FEATURE|drop-feature FEATURE
 
 commits to the table as another engine would (deltalake, delta-rs), and
 prints the new version. `drop-feature` writes the protocol without the
@@ -51,7 +51,11 @@ def storage_options(table):
     if not table.startswith("s3://"):
         return None
     names = ["AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]
-    return {name: os.environ[name] for name in names if name in os.environ}
+    options = {name: os.environ[name] for name in names if name in os.environ}
+    # deltalake writes commits put-if-absent only when told the store takes
+    # conditional PUT (as weir's does): two writers never overwrite each other.
+    options["AWS_CONDITIONAL_PUT"] = "etag"
+    return options
 
 
 def read_polars(table, version, key):
@@ -87,6 +91,8 @@ def write(table, action, args):
         elif action == "add-column":
             name, kind = args
             t.alter.add_columns(deltalake.Field(name, kind, nullable=True))
+        elif action == "set-property":
+            t.alter.set_table_properties({args[0]: args[1]})
         elif action == "add-feature":
             feature = getattr(deltalake.TableFeatures, args[0])
             t.alter.add_feature(feature, allow_protocol_versions_increase=True)
@@ -145,7 +151,13 @@ def main():
     latest = deltalake.DeltaTable(table, storage_options=storage_options(table))
     versions = [int(v) for v in args.versions.split(",") if v] or list(range(1, latest.version() + 1))
     con = None if storage_options(table) else duckdb_connection()
-    out = {"latest": latest.version(), "versions": {}, "txn": {}, "schema": json.loads(latest.schema().to_json())}
+    out = {
+        "latest": latest.version(),
+        "versions": {},
+        "txn": {},
+        "schema": json.loads(latest.schema().to_json()),
+        "configuration": latest.metadata().configuration,
+    }
     for v in versions:
         readers = {
             "polars": read_polars(table, v, args.key),

@@ -194,7 +194,8 @@ struct Args {
     /// `--only weir`: raw consume and weir end to end (JSON) alone, with the
     /// stage timings, the peak RSS at the 64 MB rollover and a short latency
     /// run: the quick loop while working on weir's speed. `--only avro`:
-    /// weir end to end on the registry-framed Avro copy alone.
+    /// weir end to end on the registry-framed Avro copy alone. `--only delta`:
+    /// the Delta log's costs alone (no broker).
     only: Option<String>,
 }
 
@@ -214,6 +215,10 @@ fn args() -> Args {
 
 fn main() {
     let args = args();
+    if args.only.as_deref() == Some("delta") {
+        print_delta(&delta_log::measure(if args.quick { 200 } else { 1000 }));
+        return;
+    }
     let mut all = Vec::new();
     for name in &args.brokers {
         let broker = match name.as_str() {
@@ -228,7 +233,7 @@ fn main() {
         match args.only.as_deref() {
             Some("weir") => runs::measure_weir(&broker, messages),
             Some("avro") => runs::measure_weir_avro(&broker, messages),
-            Some(other) => panic!("--only takes weir or avro, not {other}"),
+            Some(other) => panic!("--only takes weir, avro or delta, not {other}"),
             None => {}
         }
         if args.only.is_some() {
@@ -352,23 +357,13 @@ fn print_figures(f: &Figures) {
         f.wasm_share * 100.0
     );
     println!(
-        "the Delta log: {:.0} ms over run 2's {} commits ({:.1} ms each), {:.2} % of end-to-end time (target ≤ 3 %); alone, a commit {:.2} ms, a checkpoint {}",
+        "the Delta log: {:.0} ms over run 2's {} commits ({:.1} ms each), {:.2} % of end-to-end time (target ≤ 3 %)",
         t.log,
         f.weir_commits,
         t.log / f.weir_commits.max(1) as f64,
         t.log / 1e3 / f.weir.seconds * 100.0,
-        f.delta.commit_ms,
-        f.delta
-            .checkpoints_ms
-            .iter()
-            .map(|(v, ms)| format!("{ms:.1} ms at version {v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
     );
-    println!(
-        "a Delta commit after other writers' commits, which it reads first: {}",
-        f.delta.after_foreign_ms.iter().map(|(n, ms)| format!("{ms:.2} ms after {n}")).collect::<Vec<_>>().join(", ")
-    );
+    print_delta(&f.delta);
     println!(
         "the plugin calls used {:.0} ms of CPU, {:.1} % of the {:.1} CPU-seconds of the end-to-end run{}",
         t.plugin_cpu,
@@ -392,4 +387,12 @@ fn print_figures(f: &Figures) {
             m.largest_batch as f64 * f.avg_message_bytes / 1e6,
         );
     }
+}
+
+fn print_delta(d: &delta_log::DeltaCosts) {
+    let checkpoints: Vec<String> =
+        d.checkpoints_ms.iter().map(|(v, ms)| format!("{ms:.1} ms at version {v}")).collect();
+    println!("the Delta log alone: a commit {:.2} ms, a checkpoint {}", d.commit_ms, checkpoints.join(", "));
+    let after: Vec<String> = d.after_foreign_ms.iter().map(|(n, ms)| format!("{ms:.2} ms after {n}")).collect();
+    println!("a Delta commit after other writers' commits, which it reads first: {}", after.join(", "));
 }

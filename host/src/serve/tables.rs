@@ -26,6 +26,8 @@ impl From<TableError> for ApiError {
     fn from(e: TableError) -> Self {
         match e {
             TableError::Empty(_) | TableError::NoVersion { .. } => ApiError::not_found(e.to_string()),
+            // The version exists but cannot be read (yet): nothing the request can change.
+            TableError::Unlogged { .. } | TableError::DeletionVectors { .. } => ApiError::conflict(e.to_string()),
             other => ApiError::internal(other.to_string()),
         }
     }

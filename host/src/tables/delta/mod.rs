@@ -144,20 +144,7 @@ pub struct Synced {
 /// at any time, from anywhere: a commit is only ever created, never
 /// overwritten, and a version already in the log is found there.
 pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<Synced> {
-    let synced = with_log(catalog, collection, table, |log, head| {
-        let synced = log.sync(head);
-        let key = catalog.store().location(&log.dir);
-        let mut stuck = STUCK.lock().unwrap_or_else(|e| e.into_inner());
-        match &synced {
-            Ok(_) => stuck.remove(&key),
-            Err(e) => {
-                let since = stuck.get(&key).map_or_else(now_ms, |(_, since)| *since);
-                stuck.insert(key, (format!("{e:#}"), since))
-            }
-        };
-        synced
-    })?;
-    synced.unwrap_or(Ok(Synced::default()))
+    with_log(catalog, collection, table, |log, head| log.sync_noted(head))?.unwrap_or(Ok(Synced::default()))
 }
 
 /// Before a batch with `columns` (a Delta schema) commits a version of the
@@ -166,14 +153,8 @@ pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<
 /// committed: the publisher stops); a log [`UNLOGGED_BOUND`] versions behind
 /// is [`LogBehind`] (the batch waits).
 pub fn ready(catalog: &Catalog, collection: &str, table: &str, columns: &Value) -> anyhow::Result<()> {
-    let synced = sync(catalog, collection, table);
-    if let Err(e) = &synced
-        && e.downcast_ref::<Blocked>().is_some()
-    {
-        return synced.map(|_| ());
-    }
-    // The batch's columns weir's table does not have yet against those another
-    // writer may have added (the catalog checks the others, in its commit).
+    // The batch's columns the table has are the catalog's to check, in its
+    // commit; those it does not have against those another writer may have added.
     let known = catalog.table_schema(collection, table, i64::MAX)?;
     let has = |name: &Value| {
         known.as_ref().and_then(|k| k["fields"].as_array()).is_some_and(|f| f.iter().any(|f| f["name"] == *name))
@@ -182,13 +163,21 @@ pub fn ready(catalog: &Catalog, collection: &str, table: &str, columns: &Value) 
     if let Some(fields) = new["fields"].as_array_mut() {
         fields.retain(|f| !has(&f["name"]));
     }
-    with_log(catalog, collection, table, |log, head| match head {
-        Some(head) => follow::writable(&log.name, head, known.as_ref())
-            .and_then(|()| follow::merge_schema(&log.name, head, &new).map(|_| ())),
-        None => Ok(()),
-    })?
-    .transpose()?;
-    let Err(cause) = synced else { return Ok(()) };
+    let checked = with_log(catalog, collection, table, |log, head| -> anyhow::Result<Option<anyhow::Error>> {
+        let synced = log.sync_noted(head);
+        if let Err(e) = synced {
+            if e.downcast_ref::<Blocked>().is_some() {
+                return Err(e);
+            }
+            return Ok(Some(e));
+        }
+        if let Some(head) = head {
+            follow::writable(&log.name, head, known.as_ref())?;
+            follow::merge_schema(&log.name, head, &new)?;
+        }
+        Ok(None)
+    })?;
+    let Some(cause) = checked.transpose()?.flatten() else { return Ok(()) };
     let unlogged = catalog.unlogged_versions(collection, table)?;
     match unlogged.first() {
         Some(first) if unlogged.len() >= UNLOGGED_BOUND => Err(LogBehind {
@@ -239,6 +228,21 @@ pub fn latest(store: &Store, dir: &str) -> anyhow::Result<Option<i64>> {
 }
 
 impl TableLog<'_> {
+    /// [`Self::sync`], noting why it failed (for `publisher status`) or that it did not.
+    fn sync_noted(&self, head: &mut Option<Head>) -> anyhow::Result<Synced> {
+        let synced = self.sync(head);
+        let key = self.catalog.store().location(&self.dir);
+        let mut stuck = STUCK.lock().unwrap_or_else(|e| e.into_inner());
+        match &synced {
+            Ok(_) => stuck.remove(&key),
+            Err(e) => {
+                let since = stuck.get(&key).map_or_else(now_ms, |(_, since)| *since);
+                stuck.insert(key, (format!("{e:#}"), since))
+            }
+        };
+        synced
+    }
+
     fn sync(&self, cached: &mut Option<Head>) -> anyhow::Result<Synced> {
         let store = self.catalog.store();
         // What this process read last, while its newest commit is still there (one
