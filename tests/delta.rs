@@ -316,3 +316,67 @@ fn vacuum_keeps_the_last_versions_readable_and_deletes_only_what_older_ones_read
     let rows = tables::sample(catalog.store(), &snapshot, 100).unwrap();
     assert_eq!(rows.iter().filter(|r| r["extra"] == "new").count(), 12, "the added column's values survive");
 }
+
+#[test]
+fn a_weir_compaction_another_writer_overtook_is_given_up_and_never_brings_deleted_rows_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path()).unwrap();
+    for v in 0..3 {
+        commit(&catalog, v * 4..v * 4 + 4, None, false).unwrap();
+    }
+    let root = table_root(dir.path(), "events", "t");
+    // Another writer deletes a row, rewriting version 1's file without it.
+    let deleted = delta_py(&["write", root.to_str().unwrap(), "delete", "id = 1"])["version"].as_i64().unwrap();
+    // weir's compaction of versions 1 and 2's files (planned from the catalog, committed after the delete).
+    let versions = catalog.versions("events", "t").unwrap();
+    let replaced: Vec<_> = versions[..2].iter().flat_map(|v| v.files.clone()).collect();
+    let mut compacted = replaced[0].clone();
+    compacted.path = compacted.path.replace(".parquet", "-compacted.parquet");
+    std::fs::copy(dir.path().join(&replaced[0].path), dir.path().join(&compacted.path)).unwrap();
+    let version = catalog.commit_compaction("events", "t", &[compacted], &replaced).unwrap();
+    delta::sync(&catalog, "events", "t").unwrap();
+
+    let at = catalog.delta_version_of("events", "t", version).unwrap().flatten().unwrap();
+    assert_eq!(at, deleted + 1);
+    let commit = std::fs::read_to_string(root.join(format!("_delta_log/{at:020}.json"))).unwrap();
+    assert_eq!(commit.lines().count(), 1, "only its commitInfo: {commit}");
+    assert!(commit.contains("abandoned") && commit.contains("removed by another writer first"), "{commit}");
+    let read = delta_py(&["read", root.to_str().unwrap(), "--key", "id", "--versions", &at.to_string()]);
+    let expected: Vec<Value> = (0..12).filter(|i| *i != 1).map(|i| json!(i)).collect();
+    assert_readers_see(&read, at, &expected);
+    let mut expected = expected;
+    expected.sort_by_key(|k| k.to_string());
+    assert_eq!(weir_keys(&catalog, "events", "t", version, "id"), expected, "weir reads it as every engine does");
+}
+
+#[test]
+fn rows_another_writer_deleted_through_a_deletion_vector_are_refused_by_name_not_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(dir.path()).unwrap();
+    commit(&catalog, 0..4, None, false).unwrap();
+    let root = table_root(dir.path(), "events", "t");
+    let log = root.join("_delta_log");
+    // As Spark writes a DELETE on a table with deletion vectors: the file again, with a vector.
+    let one = std::fs::read_to_string(log.join(format!("{:020}.json", 1))).unwrap();
+    let add: Value =
+        one.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).find(|a| a.get("add").is_some()).unwrap();
+    let mut readded = add["add"].clone();
+    readded["deletionVector"] = json!({"storageType": "i", "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f", "offset": 1, "sizeInBytes": 36, "cardinality": 1});
+    let lines = [
+        json!({"commitInfo": {"operation": "DELETE", "engineInfo": "Apache-Spark/4.0.0 Delta-Lake/4.0.0"}}),
+        json!({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}}),
+        json!({"remove": {"path": add["add"]["path"], "dataChange": true, "deletionTimestamp": 0}}),
+        json!({"add": readded}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(log.join(format!("{:020}.json", 2)), text).unwrap();
+
+    let err = tables::snapshot(&catalog, "events", "t", None).unwrap_err().to_string();
+    assert!(err.contains("deletion vector") && err.contains("Delta version 2"), "{err}");
+    assert!(err.contains(add["add"]["path"].as_str().unwrap()), "the file is named: {err}");
+    // And weir writes no more into it: the feature stops its commits.
+    commit_only(&catalog, 4..8).unwrap();
+    let blocked = delta::sync(&catalog, "events", "t").unwrap_err();
+    let blocked = blocked.downcast_ref::<delta::Blocked>().expect("a Blocked error");
+    assert_eq!((blocked.version, blocked.writer.as_str()), (2, "Apache-Spark/4.0.0 Delta-Lake/4.0.0 (DELETE)"));
+}

@@ -16,6 +16,9 @@ use crate::common::delta::commit_version;
 pub struct DeltaCosts {
     /// The median Delta commit (no checkpoint due), in ms.
     pub commit_ms: f64,
+    /// The median check before a batch commits (is the log up to date, can
+    /// it take the version), in ms.
+    pub ready_ms: f64,
     /// Each checkpoint, by the version it was written at, in ms.
     pub checkpoints_ms: Vec<(i64, f64)>,
     /// The median Delta commit with that many other writers' commits before
@@ -29,8 +32,14 @@ const CATCH_UP_ROUNDS: usize = 15;
 pub fn measure(versions: i64) -> DeltaCosts {
     let dir = tempfile::tempdir().unwrap();
     let catalog = Catalog::open(dir.path()).unwrap();
-    let (mut commits, mut checkpoints) = (Vec::new(), Vec::new());
+    let (mut commits, mut checkpoints, mut checks) = (Vec::new(), Vec::new(), Vec::new());
+    let columns = serde_json::json!({ "type": "struct", "fields": [
+        { "name": "id", "type": "long", "nullable": true, "metadata": {} },
+    ] });
     for v in 0..versions {
+        let t = Instant::now();
+        delta::ready(&catalog, "events", "t", &columns).unwrap();
+        checks.push(t.elapsed().as_secs_f64() * 1e3);
         let version = commit_version(&catalog, v * 100..v * 100 + 100, None, false).unwrap();
         let t = Instant::now();
         let synced = delta::sync(&catalog, "events", "t").unwrap();
@@ -43,6 +52,7 @@ pub fn measure(versions: i64) -> DeltaCosts {
     }
     DeltaCosts {
         commit_ms: median(commits),
+        ready_ms: median(checks),
         checkpoints_ms: checkpoints,
         after_foreign_ms: [0, 1, 100].into_iter().map(|n| (n, after_foreign(n))).collect(),
     }

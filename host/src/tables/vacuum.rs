@@ -8,13 +8,14 @@
 //! large ones, as a new version that removes them through the log (`remove`,
 //! with no change to the data), so that a later vacuum, once that version is
 //! old enough, can delete them. No row is ever dropped, and no kept version
-//! ever loses a file it reads.
+//! ever loses a file it reads. The window counts weir's versions; every Delta
+//! version from the oldest kept one on stays readable, other engines' too, and
+//! weir compacts only its own files (others' are theirs to compact).
 
 use std::collections::{HashMap, HashSet};
-
-use anyhow::Context as _;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::catalog::{Catalog, DataFile};
