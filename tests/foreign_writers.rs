@@ -100,11 +100,12 @@ fn read(h: &Harness, version: i64) -> BTreeMap<String, Vec<String>> {
     seen
 }
 
-/// What weir's own reading of the latest version sees (`table sample`/`export`'s path).
+/// The event ids (sorted) of weir's own export of the latest version (`weir table export`).
 fn weir_ids(h: &Harness) -> Vec<String> {
     let snapshot = tables::snapshot(&h.catalog, "events", "clicks", None).unwrap();
-    let rows = tables::sample(h.catalog.store(), &snapshot, usize::MAX).unwrap();
-    let mut ids: Vec<String> = rows.iter().map(|r| r["event_id"].as_str().unwrap().to_string()).collect();
+    let path = h.dir.path().join("export.parquet");
+    tables::export(h.catalog.store(), &snapshot, std::fs::File::create(&path).unwrap()).unwrap();
+    let mut ids = common::serve::event_ids(&path);
     ids.sort();
     ids
 }

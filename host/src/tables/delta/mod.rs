@@ -326,17 +326,6 @@ impl TableLog<'_> {
         columns: Option<&Value>,
         found: &mut HashSet<i64>,
     ) -> anyhow::Result<bool> {
-        // A version whose partitions the log already has past (its `txn`s) is in it.
-        let held: Option<i64> = v
-            .txns
-            .iter()
-            .map(|t| head.txns.get(&t.app_id).filter(|(at, _)| *at >= t.version).map(|(_, by)| *by))
-            .collect::<Option<Vec<i64>>>()
-            .and_then(|by| by.into_iter().max());
-        if let (Some(by), false) = (held, v.txns.is_empty()) {
-            self.catalog.set_delta_version(self.collection, self.table, v.version, by)?;
-            return Ok(false);
-        }
         loop {
             if head.version < 0 {
                 if v.version != 1 {
@@ -358,8 +347,10 @@ impl TableLog<'_> {
             let at = head.version + 1;
             match self.create(at, &actions)? {
                 None => {
-                    head.follow(&Commit { version: at, actions });
+                    // Noted before the head moves past it: if noting fails, the next sync
+                    // reads the commit again and finds the version there.
                     self.catalog.set_delta_version(self.collection, self.table, v.version, at)?;
+                    head.follow(&Commit { version: at, actions });
                     return Ok(true);
                 }
                 Some(taken) => {
