@@ -383,3 +383,21 @@ fn plugin_new_and_build_say_what_is_wrong() {
         assert!(text(&no_tool.stderr).contains(install), "{language}: {no_tool:?}");
     }
 }
+
+#[test]
+fn a_failed_build_removes_the_component_it_would_have_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("stale");
+    let project_arg = project.display().to_string();
+    assert!(weir(&["plugin", "new", "stale", "--language", "python", "--dir", &project_arg]).status.success());
+    assert!(weir(&["plugin", "build", &project_arg]).status.success());
+    let component = project.join("stale.wasm");
+    assert!(component.exists());
+    let code = std::fs::read_to_string(project.join("app.py")).unwrap();
+    std::fs::write(project.join("app.py"), format!("{code}\ndef broken(:\n")).unwrap();
+    let built = weir(&["plugin", "build", &project_arg]);
+    assert!(!built.status.success());
+    let said = text(&built.stderr);
+    assert!(said.contains("is removed so that nothing runs stale code"), "{said}");
+    assert!(!component.exists(), "the old component is gone: run-plugin cannot run stale code");
+}

@@ -675,3 +675,39 @@ fn a_server_on_a_postgresql_catalog_commits_there_and_resumes_from_it() {
     expected.sort();
     assert_eq!(ids, expected, "every message exactly once");
 }
+
+#[test]
+fn a_second_publisher_of_a_table_is_refused_naming_the_one_that_writes_it() {
+    let broker = broker();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    let token = registered(&server, dir.path(), broker.bootstrap_servers());
+    // Another name, the same topic, the same collection: it would write every row a second time.
+    let first = std::fs::read_to_string(dir.path().join("read_clicks.toml")).unwrap();
+    let again = dir.path().join("again.toml");
+    std::fs::write(&again, first.replace("name = \"read_clicks\"", "name = \"again\"")).unwrap();
+    let out =
+        server.cli(&token, &["publisher", "register", "events", again.to_str().unwrap(), "--plugin", &plugin_path()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("table `events/clicks` is already written by publisher `events/read_clicks` (topic `clicks`)")
+            && stderr.contains("--update")
+            && stderr.contains("(HTTP 409)"),
+        "{stderr}"
+    );
+    let listed = server.cli_json(&token, &["publisher", "list", "events"]);
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    // In another collection it writes a table of its own; the plugin given by
+    // the digest `weir plugin push` printed.
+    server.cli_ok(&token, &["collection", "create", "replay", "--bootstrap-servers", broker.bootstrap_servers()]);
+    let pushed = server.cli_ok(&token, &["plugin", "push", &plugin_path()]);
+    let digest = pushed.split_whitespace().next().unwrap().to_string();
+    assert!(digest.starts_with("sha256:"), "{pushed}");
+    let args = ["publisher", "register", "replay", again.to_str().unwrap(), "--plugin", &digest];
+    let out = server.cli_ok(&token, &args);
+    assert!(out.contains("publisher replay/again registered, writing table replay/clicks"), "{out}");
+    let unknown = ["publisher", "register", "replay", again.to_str().unwrap(), "--plugin", "sha256:00", "--update"];
+    let missing = String::from_utf8_lossy(&server.cli(&token, &unknown).stderr).to_string();
+    assert!(missing.contains("plugin sha256:00 is not uploaded"), "{missing}");
+}

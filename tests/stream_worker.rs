@@ -14,7 +14,7 @@ use rdkafka::message::Headers;
 use serde_json::json;
 use weir::worker::{WorkerEvent, WorkerExit, WorkerOptions};
 
-use common::stream::{Harness, clicks};
+use common::stream::{Harness, clicks, publisher};
 
 fn fast_retries() -> WorkerOptions {
     WorkerOptions {
@@ -548,4 +548,25 @@ async fn a_partition_new_to_the_catalog_starts_at_the_group_offset_or_by_reset()
         }
     }
     w.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_a_publisher_does_not_declare_fails_at_the_first_attempt_said_once() {
+    let h = Harness::new(3);
+    // read-clicks writes `clicks`; a publisher of topic `views` declares `views`.
+    h.broker.create_topic("views", 1).unwrap();
+    h.produce("views", &clicks(0, 10)).await;
+    let p = publisher(h.connection(), &h.runtime, "read-clicks", "views", json!({"kafka.messages_rollover": 10}), None);
+    let mut w = h.start(p, WorkerOptions::default());
+    let (attempt, error, retry_in) = w
+        .next_matching(|e| match e {
+            WorkerEvent::AttemptFailed { attempt, error, retry_in, .. } => Some((*attempt, error.clone(), *retry_in)),
+            _ => None,
+        })
+        .await;
+    assert_eq!((attempt, retry_in), (1, None), "no retry: the plugin would return the same: {error}");
+    assert_eq!(error.matches("is not one this publisher declares").count(), 1, "said once: {error}");
+    let exit = tokio::time::timeout(Duration::from_secs(30), w.handle).await.unwrap().unwrap().unwrap();
+    assert!(matches!(&exit, WorkerExit::Failed(e) if e.contains("(declared: views)")), "{exit:?}");
+    assert!(h.catalog.offsets("events/read_clicks", "views").unwrap().is_empty(), "nothing committed");
 }

@@ -26,7 +26,7 @@ use crate::formats::registry::RegistryClient;
 use crate::formats::writers::{RegistryEvent, WriterSchemas};
 use crate::formats::{DeadLetter, Decoder, RawMessage};
 use crate::frames;
-use crate::plugin::{Limits, OutputSink, Plugin, PluginLog, Runtime};
+use crate::plugin::{Limits, OutputSink, Plugin, PluginLog, RunError, Runtime};
 use crate::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
 use crate::stage;
 use crate::tables;
@@ -266,12 +266,19 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<WorkerExit> {
     let id = publisher.id();
-    // Its table's Delta log first has every version the catalog has.
+    // Its table's Delta log first has every version the catalog has. A table another
+    // writer changed so that weir cannot write into it stops the publisher here; the log
+    // failing for another reason (a store outage) is waited out by the batches.
     let (catalog, collection, table) = (node.catalog.clone(), publisher.collection.clone(), publisher.output_table());
-    tokio::task::spawn_blocking(move || tables::delta::sync(&catalog, &collection, &table))
+    let synced = tokio::task::spawn_blocking(move || tables::delta::sync(&catalog, &collection, &table))
         .await
-        .expect("writing the Delta log does not panic")
-        .with_context(|| format!("bringing the Delta log of {id}'s table up to the catalog"))?;
+        .expect("writing the Delta log does not panic");
+    if let Err(e) = synced {
+        if e.downcast_ref::<tables::delta::Blocked>().is_some() {
+            return Err(e);
+        }
+        tracing::warn!(publisher = %id, error = %format!("{e:#}"), "bringing the Delta log of the table up to the catalog (tried again before each batch)");
+    }
     let (consumer, queue, assignments) = consume::subscribe(
         &publisher.connection,
         &publisher.group_id(),
@@ -580,8 +587,13 @@ impl Batches {
                         .error
                         .chain()
                         .any(|e| e.is::<crate::store::Unavailable>() || e.is::<tables::delta::LogBehind>());
-                    // A table changed so that weir cannot write into it stays so until someone acts.
-                    let definite = failure.error.chain().any(|e| e.is::<tables::delta::Blocked>());
+                    // What a retry cannot change fails at once: a table changed so that weir
+                    // cannot write into it, output the plugin will return again, columns the table refuses.
+                    let definite = failure.error.chain().any(|e| {
+                        e.is::<tables::delta::Blocked>()
+                            || e.downcast_ref::<RunError>().is_some_and(RunError::is_definite)
+                            || matches!(e.downcast_ref::<CatalogError>(), Some(CatalogError::Schema(_)))
+                    });
                     let last = definite || (!unavailable && attempt >= self.options.max_attempts);
                     if !last && let Some(batches) = in_memory.take() {
                         match self.stage(&staged, batches).await {

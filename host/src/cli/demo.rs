@@ -182,7 +182,7 @@ async fn demo(args: Args) -> anyhow::Result<()> {
                     rows += e.rows_out;
                     dead += e.dead_letters;
                     let offsets: Vec<String> =
-                        e.offsets.iter().map(|r| format!("p{} {}..{}", r.partition, r.first, r.last)).collect();
+                        e.offsets.iter().map(|r| format!("p{} {} to {}", r.partition, r.first, r.last)).collect();
                     let version = e.table_version.map_or("no new version".into(), |v| format!("{table} v{v}"));
                     println!(
                         "{}{version}: {} rows, {} dead letters  [{}]",

@@ -25,10 +25,10 @@ pub enum PluginCommand {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
-    /// Upload a plugin (a WebAssembly component); prints its sha256.
-    Push {
-        file: PathBuf,
-    },
+    /// Upload a plugin (a WebAssembly component); prints its sha256, which
+    /// `weir publisher register --plugin sha256:…` takes.
+    Push { file: PathBuf },
+    /// The plugins uploaded to the server: sha256 and size.
     List,
 }
 
@@ -38,31 +38,24 @@ pub enum Command {
     Register {
         collection: String,
         declaration: PathBuf,
+        /// The plugin: a component file (uploaded first, unless the server has
+        /// it), or `sha256:<hex>` of one `weir plugin push` uploaded.
         #[arg(long)]
-        plugin: PathBuf,
+        plugin: String,
         /// Replace the publisher of the same name.
         #[arg(long)]
         update: bool,
     },
     /// List the publishers (of one collection, or all).
-    List {
-        collection: Option<String>,
-    },
+    List { collection: Option<String> },
     /// What a publisher reads, where it writes, how it runs: `events/read_clicks`.
-    Status {
-        publisher: String,
-    },
+    Status { publisher: String },
     /// Stop consuming (the open batch is committed first); `resume` continues where it stopped.
-    Pause {
-        publisher: String,
-    },
-    Resume {
-        publisher: String,
-    },
+    Pause { publisher: String },
+    /// Start a paused or failed publisher again, from its committed offsets.
+    Resume { publisher: String },
     /// Delete a publisher; its table stays.
-    Delete {
-        publisher: String,
-    },
+    Delete { publisher: String },
 }
 
 fn push(client: &Client, file: &Path) -> anyhow::Result<Value> {
@@ -122,8 +115,11 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
     match args.command {
         Command::Register { collection, declaration, plugin, update } => {
             let text = inline_schema(&declaration)?;
-            let pushed = push(&client, &plugin)?;
-            let body = json!({ "declaration": text, "plugin": pushed["sha256"], "update": update });
+            let digest = match plugin.strip_prefix("sha256:") {
+                Some(hex) if !Path::new(&plugin).exists() => json!(format!("sha256:{hex}")),
+                _ => push(&client, Path::new(&plugin))?["sha256"].clone(),
+            };
+            let body = json!({ "declaration": text, "plugin": digest, "update": update });
             let answer = client.post(&format!("/v1/collections/{collection}/publishers"), &body)?;
             client.print(&answer, |a| println!("{}", cell(&a["message"])));
         }
@@ -168,11 +164,17 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
 fn print_status(s: &Value) {
     let worker = &s["worker"];
     let state = match worker["state"].as_str() {
-        Some("consuming") => format!("consuming (partitions {})", cell(&worker["partitions"])),
+        Some("consuming") => match worker["partitions"].as_array().filter(|p| !p.is_empty()) {
+            Some(partitions) => {
+                let partitions: Vec<String> = partitions.iter().map(cell).collect();
+                format!("consuming (partitions {})", partitions.join(", "))
+            }
+            None => "consuming (joining the consumer group: no partitions assigned yet)".into(),
+        },
         Some("failed") => format!("failed: {}", cell(&worker["error"])),
         other => other.unwrap_or("-").to_string(),
     };
-    let size = s["size_rollover_bytes"].as_u64().map_or("-".into(), |b| format!("{} MiB", b >> 20));
+    let size = s["size_rollover_bytes"].as_u64().map_or("no size limit".into(), |b| format!("{} MiB", b >> 20));
     println!("publisher      {}/{}", cell(&s["collection"]), cell(&s["name"]));
     match s["message"].as_str() {
         Some(message) => {
@@ -224,7 +226,8 @@ fn print_status(s: &Value) {
         cell(&s["flush_interval_mins"])
     );
     println!("time window    {} s", cell(&s["time_window_seconds"]));
-    println!("size / count   {size} / {} messages", cell(&s["messages_rollover"]));
+    let count = s["messages_rollover"].as_u64().map_or("no message count".into(), |n| format!("{n} messages"));
+    println!("size / count   {size} / {count} (whichever comes first, or the time window)");
     println!("worker         {state}");
     let retry = &s["retrying"];
     if !retry.is_null() {

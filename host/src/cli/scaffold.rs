@@ -266,7 +266,8 @@ fn build_rust(dir: &Path) -> anyhow::Result<PathBuf> {
             "install Rust with rustup (https://rustup.rs), then `rustup target add wasm32-wasip2`",
         ))?;
     if !out.status.success() {
-        bail!("cargo could not build {} (its errors are above)", dir.display());
+        let stale = rust_component(dir).filter(|path| std::fs::remove_file(path).is_ok());
+        bail!("cargo could not build {} (its errors are above){}", dir.display(), removed(stale.as_deref()));
     }
     // The component is the cdylib artifact cargo reports, wherever the target directory is.
     String::from_utf8_lossy(&out.stdout)
@@ -277,6 +278,36 @@ fn build_rust(dir: &Path) -> anyhow::Result<PathBuf> {
         .filter_map(|f| f.as_str().map(PathBuf::from))
         .rfind(|f| f.extension().is_some_and(|e| e == "wasm"))
         .context("cargo built no .wasm: the crate needs `crate-type = [\"cdylib\"]`")
+}
+
+/// Where cargo puts the project's component: its cdylib, in its target directory.
+fn rust_component(dir: &Path) -> Option<PathBuf> {
+    let out = Command::new("cargo")
+        .args(["metadata", "--no-deps", "--format-version", "1", "--manifest-path"])
+        .arg(dir.join("Cargo.toml"))
+        .output()
+        .ok()?;
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let target = metadata["target_directory"].as_str()?;
+    let targets =
+        metadata["packages"].as_array()?.iter().flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default());
+    let name = targets
+        .filter(|t| t["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "cdylib")))
+        .find_map(|t| t["name"].as_str().map(|n| n.replace('-', "_")))?;
+    Some(Path::new(target).join("wasm32-wasip2/release").join(format!("{name}.wasm")))
+}
+
+/// What a failed build says of the component it would have replaced, which
+/// is removed so that nothing runs the code from before by mistake.
+fn removed(stale: Option<&Path>) -> String {
+    stale.map_or(String::new(), |path| {
+        format!("; the component the last build left, {}, is removed so that nothing runs stale code", path.display())
+    })
+}
+
+/// Removes `wasm` (the last build's component) when a build failed, and says so.
+fn remove_stale(wasm: &Path) -> String {
+    removed(std::fs::remove_file(wasm).is_ok().then_some(wasm))
 }
 
 /// `<dir>/<dir's name>.wasm`, where the script-language builds put the component.
@@ -322,7 +353,8 @@ fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
         .output()
         .map_err(missing("node", NODE))?;
     if !out.status.success() {
-        bail!("the build of {} failed:\n{}", dir.display(), reason(&out.stderr));
+        let stale = remove_stale(&wasm);
+        bail!("the build of {} failed{stale}:\n{}", dir.display(), reason(&out.stderr));
     }
     Ok(wasm)
 }
@@ -337,7 +369,8 @@ fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
         .output()
         .map_err(missing("componentize-py", "install it with `pip install componentize-py==0.25.0`"))?;
     if !out.status.success() {
-        bail!("componentize-py could not build {}:\n{}", dir.display(), reason(&out.stderr));
+        let stale = remove_stale(&wasm);
+        bail!("componentize-py could not build {}{stale}:\n{}", dir.display(), reason(&out.stderr));
     }
     Ok(wasm)
 }

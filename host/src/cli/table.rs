@@ -225,7 +225,7 @@ fn print_execution(e: &Value) {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|r| format!("p{} {}..{}", cell(&r["partition"]), cell(&r["first"]), cell(&r["last"])))
+        .map(|r| format!("p{} {} to {}", cell(&r["partition"]), cell(&r["first"]), cell(&r["last"])))
         .collect();
     println!("offsets       {}", offsets.join(", "));
     let t = &e["timings_ms"];

@@ -117,14 +117,31 @@ pub enum RunError {
     Guest(#[from] GuestError),
     #[error(transparent)]
     Trap(#[from] Trap),
+    // Not the error's source as well: said once, in the message.
     #[error("the plugin's output was refused: {0}")]
-    Output(#[from] OutputError),
+    Output(OutputError),
     #[error("could not start the plugin: {0:#}")]
     Instantiate(anyhow::Error),
     /// The host could not take output it had accepted (a full disk, say): not
     /// the plugin's fault, and worth a retry.
     #[error("storing the plugin's output: {0:#}")]
     Sink(anyhow::Error),
+}
+
+impl From<OutputError> for RunError {
+    fn from(e: OutputError) -> Self {
+        Self::Output(e)
+    }
+}
+
+impl RunError {
+    /// Whether the same call on the same batch would fail the same way: the
+    /// plugin refused its input, or returned output weir cannot take. Not a
+    /// trap (a deadline may pass on a quieter machine) nor a plain failure
+    /// (a plugin may fail on something outside it, and be right later).
+    pub fn is_definite(&self) -> bool {
+        matches!(self, Self::Guest(GuestError::InvalidInput(_)) | Self::Output(_))
+    }
 }
 
 /// Names the limit or fault behind a failed call, from wasmtime's error, the

@@ -172,14 +172,21 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         Some(url) => format!("data in {}, tables in {url}", config.data_dir.display()),
         None => format!("data in {}", config.data_dir.display()),
     };
+    // The CLI's default server: elsewhere, say how to point the CLI here.
+    let url = format!("{scheme}://{addr}");
+    let point = if url == "http://127.0.0.1:7878" {
+        String::new()
+    } else {
+        format!("\nthe CLI reaches it with: export WEIR_SERVER={url}")
+    };
     match &config.tls {
         Some(files) => {
             let listener = tls::TlsListener::new(listener, files.clone())?;
-            println!("weir serve listening on https://{addr} ({data})");
+            println!("weir serve listening on https://{addr} ({data}){point}");
             axum::serve(listener, router).with_graceful_shutdown(shutdown_signal()).await?;
         }
         None => {
-            println!("weir serve listening on http://{addr} ({data})");
+            println!("weir serve listening on http://{addr} ({data}){point}");
             if !addr.ip().is_loopback() {
                 // Said once, at start.
                 eprintln!(

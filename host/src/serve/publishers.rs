@@ -132,6 +132,18 @@ pub async fn register(
             )));
         }
     }
+    // A table has one writing publisher: a second reading the same topic would write every row again.
+    let table = table_name_for_topic(&resolved.source.topic);
+    for other in app.catalog.publishers(&collection)?.into_iter().filter(|p| p.name != name) {
+        let topic = resolve(&other.declaration)?.source.topic;
+        if table_name_for_topic(&topic) == table {
+            let c = &collection.name;
+            return Err(ApiError::conflict(format!(
+                "table `{c}/{table}` is already written by publisher `{c}/{}` (topic `{topic}`), and a second publisher would write every row again: change that one instead (register its declaration, name = \"{}\", with --update), or register this one in another collection",
+                other.name, other.name
+            )));
+        }
+    }
     let digest = if req.plugin.starts_with("sha256:") { req.plugin.clone() } else { format!("sha256:{}", req.plugin) };
     if app.catalog.plugin(&tenant, &digest)?.is_none() {
         return Err(ApiError::not_found(format!(

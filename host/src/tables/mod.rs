@@ -26,7 +26,11 @@ use delta::ReplayError;
 pub enum TableError {
     #[error("table `{0}` has no committed version yet")]
     Empty(String),
-    #[error("table `{table}` has no version {version}: its latest is {latest}")]
+    #[error("table `{table}` has no version {version}: {}", if *version == 0 {
+        format!("version 0 is the table's creation in its Delta log (its columns, no rows), and weir's versions start at 1 (its latest is {latest})")
+    } else {
+        format!("its latest is {latest}")
+    })]
     NoVersion { table: String, version: i64, latest: i64 },
     /// Committed, but the log does not hold it yet: no reader sees it.
     #[error("version {version} of table `{table}` is committed but not yet in its Delta log{cause}")]
@@ -180,7 +184,7 @@ pub fn sample(store: &Store, snapshot: &Snapshot, limit: usize) -> Result<Vec<se
         let batch = batch?;
         let batch = batch.slice(0, batch.num_rows().min(limit - taken));
         taken += batch.num_rows();
-        writer.write(&batch).map_err(|e| TableError::Write(e.to_string()))?;
+        writer.write(&as_text(batch)).map_err(|e| TableError::Write(e.to_string()))?;
     }
     writer.finish().map_err(|e| TableError::Write(e.to_string()))?;
     let json = writer.into_inner();
@@ -188,6 +192,38 @@ pub fn sample(store: &Store, snapshot: &Snapshot, limit: usize) -> Result<Vec<se
         return Ok(Vec::new());
     }
     serde_json::from_slice(&json).map_err(|e| TableError::Write(e.to_string()))
+}
+
+/// `batch` with its binary columns as text where every value is UTF-8 (a
+/// key `2` reads `"2"`, not its hex `"32"`), for people to read.
+fn as_text(batch: RecordBatch) -> RecordBatch {
+    use arrow::array::{Array, AsArray, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    let mut changed = false;
+    let (fields, columns): (Vec<Field>, Vec<arrow::array::ArrayRef>) = batch
+        .schema()
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .map(|(field, column)| {
+            let text = (column.data_type() == &DataType::Binary)
+                .then(|| StringArray::try_from_binary(column.as_binary::<i32>().clone()).ok())
+                .flatten();
+            match text {
+                Some(text) => {
+                    changed = true;
+                    let field = Field::new(field.name(), DataType::Utf8, field.is_nullable());
+                    (field, std::sync::Arc::new(text) as arrow::array::ArrayRef)
+                }
+                None => (field.as_ref().clone(), column.clone()),
+            }
+        })
+        .unzip();
+    if !changed {
+        return batch;
+    }
+    let schema = std::sync::Arc::new(Schema::new_with_metadata(fields, batch.schema().metadata().clone()));
+    RecordBatch::try_new(schema, columns).expect("the same columns, as text")
 }
 
 /// Writes the snapshot as one parquet file; returns the rows written.
