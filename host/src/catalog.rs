@@ -24,9 +24,11 @@ use crate::tables::evolve::evolve;
 
 mod control;
 mod db;
+mod dead_letters;
 mod sealed;
 pub use control::{Collection, NodeRecord, PluginModule, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
 use db::{Db, Migration, Sql, Value, args};
+pub use dead_letters::DeadLetterFilter;
 pub use sealed::Rotation;
 
 #[derive(Debug, thiserror::Error)]
@@ -198,6 +200,8 @@ pub struct StoredDeadLetter {
     pub headers: Vec<(String, Option<Vec<u8>>)>,
     pub error: String,
     pub execution: i64,
+    /// When its batch was processed (ms since the epoch).
+    pub at_ms: i64,
 }
 
 /// Everything one batch commits, atomically.
@@ -786,31 +790,6 @@ impl Catalog {
         let rows =
             self.db.run(|sql| sql.query("SELECT collection, name FROM tables ORDER BY collection, name", &[]))?;
         rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?))).collect()
-    }
-
-    pub fn dead_letters(&self, publisher: &str) -> Result<Vec<StoredDeadLetter>, CatalogError> {
-        let rows = self.db.run(|sql| {
-            sql.query(
-                "SELECT topic, partition, \"offset\", timestamp_ms, key, value, headers, error, execution_id
-                 FROM dead_letters WHERE publisher = ?1 ORDER BY topic, partition, \"offset\"",
-                args![publisher],
-            )
-        })?;
-        rows.iter()
-            .map(|r| {
-                Ok(StoredDeadLetter {
-                    topic: r.get(0)?,
-                    partition: r.get(1)?,
-                    offset: r.get(2)?,
-                    timestamp: r.get(3)?,
-                    key: r.get(4)?,
-                    value: r.get(5)?,
-                    headers: serde_json::from_str(&r.get::<String>(6)?).unwrap_or_default(),
-                    error: r.get(7)?,
-                    execution: r.get(8)?,
-                })
-            })
-            .collect()
     }
 
     /// A publisher's executions, oldest first.

@@ -4,6 +4,7 @@ mod admin;
 mod client;
 mod collection;
 mod connection;
+mod dead_letters;
 mod demo;
 mod publisher;
 mod run_plugin;
@@ -58,6 +59,8 @@ enum Command {
     Table(Remote<table::Command>),
     /// Executions (one per batch): list, show with the plugin's log.
     Execution(Remote<table::ExecutionCommand>),
+    /// Messages a publisher could not decode, kept in the catalog: list, show, export.
+    DeadLetters(Remote<dead_letters::Command>),
 }
 
 /// How results are printed.
@@ -84,5 +87,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Publisher(args) => publisher::run(args).map(|()| ExitCode::SUCCESS),
         Command::Table(args) => table::run(args).map(|()| ExitCode::SUCCESS),
         Command::Execution(args) => table::run_execution(args).map(|()| ExitCode::SUCCESS),
+        Command::DeadLetters(args) => dead_letters::run(args).map(|()| ExitCode::SUCCESS),
     }
 }

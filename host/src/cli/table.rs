@@ -220,6 +220,13 @@ fn print_execution(e: &Value) {
         cell(&e["rows_out"]),
         cell(&e["dead_letters"])
     );
+    if e["dead_letters"].as_u64().is_some_and(|n| n > 0) && e["status"] == "committed" {
+        println!(
+            "              (kept in the catalog unless the source has a dead-letter topic: `weir dead-letters list {} --execution {}`)",
+            cell(&e["publisher"]),
+            cell(&e["id"])
+        );
+    }
     println!("version       {}", cell(&e["table_version"]));
     let offsets: Vec<String> = e["offsets"]
         .as_array()

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 
 use super::auth::Admin;
 use super::error::{ApiError, ApiResult};
-use super::{App, admin, collections, plugins, publishers, tables, tenants};
+use super::{App, admin, collections, dead_letters, plugins, publishers, tables, tenants};
 
 pub fn router(app: Arc<App>) -> Router {
     let c = "/v1/collections/{collection}";
@@ -42,6 +42,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route(&format!("{p}/pause"), post(publishers::pause))
         .route(&format!("{p}/resume"), post(publishers::resume))
         .route(&format!("{p}/executions"), get(publishers::executions))
+        .route(&format!("{p}/dead-letters"), get(dead_letters::list))
+        .route(&format!("{p}/dead-letters/{{partition}}/{{offset}}"), get(dead_letters::show))
         .route("/v1/executions/{id}", get(publishers::execution))
         .route(&format!("{c}/tables"), get(tables::list))
         .route(t, get(tables::show))

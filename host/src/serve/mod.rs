@@ -8,6 +8,7 @@ mod audit;
 mod auth;
 mod cluster;
 mod collections;
+mod dead_letters;
 mod error;
 mod metrics;
 mod plugins;

@@ -192,7 +192,7 @@ async fn cross_check(registry: SchemaRegistry, format: Format, topic: String) ->
     .await?
 }
 
-fn find(app: &App, tenant: &Tenant, collection: &str, name: &str) -> ApiResult<PublisherRecord> {
+pub(super) fn find(app: &App, tenant: &Tenant, collection: &str, name: &str) -> ApiResult<PublisherRecord> {
     let collection = collections::find(app, tenant, collection)?;
     app.catalog.publisher(&collection, name)?.ok_or_else(|| {
         ApiError::not_found(format!(
