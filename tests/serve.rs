@@ -770,3 +770,15 @@ fn dead_letters_kept_in_the_catalog_are_listed_filtered_shown_and_exported_with_
     expected.sort();
     assert_eq!(bytes, expected, "the original bytes");
 }
+
+#[test]
+fn serve_with_an_embedded_broker_runs_a_publisher_with_nothing_else_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(&dir.path().join("data"), &["--embedded-broker", "--embedded-topic", "clicks:2"]);
+    let said = server.banner.iter().find(|l| l.starts_with("embedded Kafka broker on ")).expect("the broker's address");
+    assert!(said.contains("`clicks` (2 partitions)"), "{said}");
+    let bootstrap = said["embedded Kafka broker on ".len()..].split(',').next().unwrap().to_string();
+    let token = registered(&server, dir.path(), &bootstrap);
+    block_on(produce(&bootstrap, "clicks", &clicks(0, 50)));
+    server.wait_for_rows(&token, "events", "clicks", 50);
+}

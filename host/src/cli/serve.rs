@@ -61,6 +61,20 @@ pub struct Args {
     /// deleted on other nodes of its catalog, and records its heartbeat.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     cluster_poll: Duration,
+    /// Also run an in-process Kafka broker (the demo's: librdkafka's mock
+    /// cluster, on a loopback port printed at start), for trying weir with
+    /// nothing else installed. Its topics live in memory, for as long as the
+    /// server runs. A real deployment gives each collection its brokers instead.
+    #[arg(long)]
+    embedded_broker: bool,
+    /// A topic the embedded broker starts with, NAME or NAME:PARTITIONS (repeat for more).
+    #[arg(
+        long = "embedded-topic",
+        value_name = "NAME[:PARTITIONS]",
+        default_value = "clicks:3",
+        requires = "embedded_broker"
+    )]
+    embedded_topics: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -77,7 +91,38 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         worker: WorkerOptions { shutdown_deadline: args.shutdown_deadline, ..WorkerOptions::default() },
         ..ServeConfig::new(args.data_dir, args.listen)
     };
+    // Lives as long as the server does.
+    let _broker = match args.embedded_broker {
+        true => Some(embedded_broker(&args.embedded_topics)?),
+        false => None,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(serve(config))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The in-process broker with `topics` (`NAME[:PARTITIONS]`), its address said.
+fn embedded_broker(topics: &[String]) -> anyhow::Result<weir::embedded_broker::EmbeddedBroker> {
+    let broker = weir::embedded_broker::EmbeddedBroker::start(1)?;
+    let mut made = Vec::new();
+    for topic in topics {
+        let (name, partitions) = match topic.split_once(':') {
+            Some((name, n)) => (
+                name,
+                n.parse().map_err(|_| {
+                    anyhow::anyhow!("--embedded-topic {topic}: the partitions after `:` must be a whole number")
+                })?,
+            ),
+            None => (topic.as_str(), 1),
+        };
+        broker.create_topic(name, partitions)?;
+        made.push(format!("`{name}` ({partitions} partitions)"));
+    }
+    let servers = broker.bootstrap_servers();
+    println!("embedded Kafka broker on {servers}, in memory while this server runs; topics {}", made.join(", "));
+    println!("  give collections its address: weir collection create events --bootstrap-servers {servers}");
+    println!(
+        "  produce to it with any Kafka client (kcat -P -b {servers} -t clicks), or sample clicks with `weir demo --bootstrap-servers {servers}` (which also runs its own pipeline on them)"
+    );
+    Ok(broker)
 }
