@@ -377,3 +377,41 @@ fn a_broker_that_refuses_the_credentials_is_a_clear_registration_error_not_a_han
     assert!(metrics.lines().any(|l| l.starts_with("weir_broker_refused{") && l.ends_with(" 1")), "{metrics}");
     server.stop();
 }
+
+/// Runs a shell line in `dir`, as a user following the CLI's advice would.
+fn sh(dir: &Path, line: &str) {
+    let out = std::process::Command::new("sh").arg("-c").arg(line).current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "{line}: {}", stderr(&out));
+}
+
+#[test]
+fn a_self_signed_certificate_made_the_usual_way_is_explained_and_the_advice_works() {
+    let dir = tempfile::tempdir().unwrap();
+    // The usual self-signed certificate: a CA's, used as the server's own.
+    sh(
+        dir.path(),
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout self.key -out self.pem -days 30 -subj /CN=localhost \
+         -addext subjectAltName=IP:127.0.0.1",
+    );
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    let (cert, key) = (file("self.pem"), file("self.key"));
+    let mut server = Server::start_with(&dir.path().join("data"), &["--tls-cert", &cert, "--tls-key", &key]);
+    server.ca_file = Some(dir.path().join("self.pem"));
+    let refused = server.cli(ADMIN, &["tenant", "list"]);
+    assert!(!refused.status.success());
+    let said = stderr(&refused);
+    assert!(said.contains("Its certificate is a CA's") && said.contains("openssl x509 -req"), "{said}");
+    drop(server);
+
+    // The commands it gives, as given: then the CLI trusts the server.
+    let commands: Vec<&str> =
+        said.lines().map(str::trim).filter(|l| l.starts_with("openssl") || l.starts_with("printf")).collect();
+    assert_eq!(commands.len(), 4, "{said}");
+    for line in commands {
+        sh(dir.path(), line);
+    }
+    let (cert, key) = (file("server.pem"), file("server.key"));
+    let mut server = Server::start_with(&dir.path().join("data2"), &["--tls-cert", &cert, "--tls-key", &key]);
+    server.ca_file = Some(dir.path().join("ca.pem"));
+    assert!(server.cli_ok(ADMIN, &["tenant", "create", "acme"]).contains("tenant acme created"));
+}

@@ -160,7 +160,24 @@ impl Client {
     }
 }
 
+/// The commands that make a CA and a server certificate it signs (for localhost and 127.0.0.1).
+pub const MAKE_CERTIFICATES: &str = "\
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 365 -subj /CN=weir-ca
+    openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > server.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 365 -extfile server.ext -out server.pem
+    weir serve --tls-cert server.pem --tls-key server.key      # and the CLI: --ca-file ca.pem";
+
 fn untrusted(server: &str, e: &dyn std::fmt::Display) -> anyhow::Error {
+    // `openssl req -x509`, the usual way to make a self-signed certificate, makes a CA's.
+    if e.to_string().contains("CaUsedAsEndEntity") {
+        return anyhow::anyhow!(
+            "the weir server at {server} cannot be trusted: {e}. Its certificate is a CA's (as `openssl req -x509` \
+             makes one), which TLS clients do not take as a server's own, even given with --ca-file. Make a CA and a \
+             server certificate it signs (add the server's other names to subjectAltName), serve that one and give \
+             the CA with --ca-file:\n{MAKE_CERTIFICATES}"
+        );
+    }
     anyhow::anyhow!(
         "the weir server at {server} cannot be trusted: {e}. If its certificate is signed by your own CA, give that CA \
          with --ca-file (WEIR_CA_FILE)"
