@@ -401,3 +401,13 @@ fn a_failed_build_removes_the_component_it_would_have_replaced() {
     assert!(said.contains("is removed so that nothing runs stale code"), "{said}");
     assert!(!component.exists(), "the old component is gone: run-plugin cannot run stale code");
 }
+
+#[test]
+fn local_plugin_commands_list_no_server_flags_and_remote_ones_do() {
+    for local in ["new", "build"] {
+        let help = text(&weir(&["plugin", local, "--help"]).stdout);
+        assert!(!help.contains("--server") && !help.contains("--token"), "plugin {local}:\n{help}");
+    }
+    let help = text(&weir(&["plugin", "push", "--help"]).stdout);
+    assert!(help.contains("--server") && help.contains("--output"), "{help}");
+}

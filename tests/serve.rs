@@ -743,8 +743,10 @@ fn dead_letters_kept_in_the_catalog_are_listed_filtered_shown_and_exported_with_
     let later =
         server.cli_json(&token, &["dead-letters", "list", "events/read_clicks", "--since", "2999-01-01T00:00:00Z"]);
     assert_eq!(later, json!([]));
-    let recent = server.cli_json(&token, &["dead-letters", "list", "events/read_clicks", "--since", "1h"]);
-    assert_eq!(recent.as_array().unwrap().len(), 2);
+    // Server flags before the subcommand, as anywhere else.
+    let recent =
+        server.cli_ok(&token, &["--output", "json", "dead-letters", "list", "events/read_clicks", "--since", "1h"]);
+    assert_eq!(serde_json::from_str::<Value>(&recent).unwrap().as_array().unwrap().len(), 2);
 
     // One in full; its execution points at it.
     let (partition, offset) = (bad["partition"].to_string(), bad["offset"].to_string());

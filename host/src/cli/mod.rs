@@ -52,7 +52,7 @@ enum Command {
     /// Check or set a collection's Kafka connection.
     Connection(Remote<collection::ConnectionCommand>),
     /// Plugins: start one (`new`), build it (`build`), upload and list them.
-    Plugin(Remote<publisher::PluginCommand>),
+    Plugin(publisher::PluginArgs),
     /// Register stream publishers; see their status; pause, resume, delete them.
     Publisher(Remote<publisher::Command>),
     /// Committed tables: list, schema, versions, sample, export.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
-use super::client::{Client, Remote, address, cell, time};
+use super::client::{Client, Remote, ServerArgs, address, cell, time};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum PluginCommand {
@@ -27,9 +27,23 @@ pub enum PluginCommand {
     },
     /// Upload a plugin (a WebAssembly component); prints its sha256, which
     /// `weir publisher register --plugin sha256:…` takes.
-    Push { file: PathBuf },
+    Push {
+        file: PathBuf,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
     /// The plugins uploaded to the server: sha256 and size.
-    List,
+    List {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+/// `weir plugin`: the local commands take no server flags, the others do.
+#[derive(Debug, clap::Args)]
+pub struct PluginArgs {
+    #[command(subcommand)]
+    pub command: PluginCommand,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -83,9 +97,9 @@ fn inline_schema(path: &Path) -> anyhow::Result<String> {
     Ok(text)
 }
 
-pub fn run_plugin(args: Remote<PluginCommand>) -> anyhow::Result<()> {
+pub fn run_plugin(args: PluginArgs) -> anyhow::Result<()> {
     match args.command {
-        // These two are local: they need no server.
+        // These two are local: they take no server flags.
         PluginCommand::New { name, language, dir } => {
             let root = super::scaffold::new(&name, language, dir.as_deref())?;
             println!("wrote {}: `weir plugin build {}` builds it", root.display(), root.display());
@@ -94,16 +108,16 @@ pub fn run_plugin(args: Remote<PluginCommand>) -> anyhow::Result<()> {
             let built = super::scaffold::build(&dir)?;
             println!("built {} ({}, {})", built.path.display(), weir::plugin::human_bytes(built.size), built.world);
         }
-        PluginCommand::Push { file } => {
-            let client = Client::new(&args.server)?;
+        PluginCommand::Push { file, server } => {
+            let client = Client::new(&server)?;
             let answer = push(&client, &file)?;
             client.print(&answer, |a| {
                 let how = if a["new"] == json!(true) { "uploaded" } else { "already uploaded" };
                 println!("{} {how} ({} bytes)", cell(&a["sha256"]), cell(&a["size"]));
             });
         }
-        PluginCommand::List => {
-            let client = Client::new(&args.server)?;
+        PluginCommand::List { server } => {
+            let client = Client::new(&server)?;
             client.print_list(&client.get("/v1/plugins")?, &[("plugin", "sha256"), ("bytes", "size")]);
         }
     }
