@@ -282,6 +282,12 @@ fn new_build_run(language: &str, name: &str) {
     assert!(ran.status.success(), "{}", text(&ran.stderr));
     let frame = weir::input::read(&out.join("clicks.parquet"), None).unwrap();
     assert_eq!(frame.batches.iter().map(|b| b.num_rows()).sum::<usize>(), 240, "{language}");
+    // The scaffolded declaration runs it as the server would: the declared schema, provenance columns.
+    let declaration = project.join("publisher.toml").display().to_string();
+    let ran = run_on_sample(&component, &out, &["--declaration", &declaration]);
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    let frame = weir::input::read(&out.join("clicks.parquet"), None).unwrap();
+    assert!(frame.schema.field_with_name("_offset").is_ok(), "{language}: {:?}", frame.schema);
 }
 
 #[test]
@@ -410,4 +416,64 @@ fn local_plugin_commands_list_no_server_flags_and_remote_ones_do() {
     }
     let help = text(&weir(&["plugin", "push", "--help"]).stdout);
     assert!(help.contains("--server") && help.contains("--output"), "{help}");
+}
+
+/// A declaration of `topic` in `dir`, with the clicks schema beside it.
+fn declare(dir: &Path, topic: &str) -> String {
+    std::fs::copy(sample("clicks.json"), dir.join("clicks.json")).unwrap();
+    let text = format!(
+        "name = \"read_clicks\"\nflush_interval_mins = 1\noutput_tables = [\"{topic}\"]\n\n[source.kafka]\n\
+         topic = \"{topic}\"\ndata_format = \"json\"\nschema = \"clicks.json\"\n"
+    );
+    let path = dir.join(format!("{topic}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn run_plugin_with_a_declaration_decodes_and_checks_as_the_server_and_expect_holds_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = common::guest_path("read-clicks");
+    let declaration = declare(dir.path(), "clicks");
+    // The sample and a line that does not decode as declared.
+    let input = dir.path().join("input.jsonl");
+    let mut lines = std::fs::read_to_string(sample("clicks.jsonl")).unwrap();
+    lines.push_str(
+        "{\"event_id\": \"bad\", \"user_id\": \"not a number\", \"url\": \"/\", \"ts\": \"2026-11-29T10:00:00Z\"}\n",
+    );
+    std::fs::write(&input, lines).unwrap();
+    let run = |extra: &[&str]| {
+        let (plugin, input, out) = (plugin.display().to_string(), input.display().to_string(), dir.path().join("out"));
+        let out = out.display().to_string();
+        let mut args = vec!["run-plugin", &plugin, "-i", &input, "--output-dir", &out, "--declaration", &declaration];
+        args.extend_from_slice(extra);
+        weir(&args)
+    };
+    let ran = run(&[]);
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    let said = text(&ran.stdout);
+    assert!(said.contains("dead letters") && said.contains("input.jsonl:241:") && said.contains("user_id"), "{said}");
+
+    // --expect: the rows on the columns it names, in order.
+    let expected = dir.path().join("expected.jsonl");
+    let rows: Vec<String> =
+        (0..240).map(|i| format!("{{\"event_id\": \"evt-{i:05}\", \"_offset\": {i}, \"_partition\": 0}}")).collect();
+    std::fs::write(&expected, rows.join("\n")).unwrap();
+    let held = run(&["--expect", expected.to_str().unwrap()]);
+    assert!(held.status.success(), "{}{}", text(&held.stdout), text(&held.stderr));
+    std::fs::write(&expected, rows.join("\n").replace("evt-00007", "evt-7")).unwrap();
+    let differs = run(&["--expect", expected.to_str().unwrap()]);
+    assert!(!differs.status.success());
+    let said = text(&differs.stderr);
+    assert!(said.contains("at row 8: column `event_id` is \"evt-00007\", expected \"evt-7\""), "{said}");
+
+    // A topic whose table the plugin does not write: refused as the server refuses it.
+    let views = declare(dir.path(), "views");
+    let (p, i, o) =
+        (plugin.display().to_string(), input.display().to_string(), dir.path().join("o").display().to_string());
+    let refused = weir(&["run-plugin", &p, "-i", &i, "--output-dir", &o, "--declaration", &views]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("output table `clicks` is not one this publisher declares (declared: views)")
+    );
 }

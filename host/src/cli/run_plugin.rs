@@ -9,10 +9,12 @@ use arrow::datatypes::SchemaRef;
 use comfy_table::{Table, presets::NOTHING};
 use serde::Serialize;
 
-use weir::formats::json_schema;
+use weir::declaration::{Declaration, Resolved};
+use weir::formats::{Decoder, RawMessage, encode_json_values, json_schema};
 use weir::frames::{self, Frame};
 use weir::input;
 use weir::plugin::{Limits, LogLine, Origin, OutputTable, PluginLog, Runtime, RuntimeConfig, Timing};
+use weir::worker::table_name_for_topic;
 
 use super::Output;
 use super::units::{parse_duration, parse_size};
@@ -28,6 +30,18 @@ pub struct Args {
     /// A JSON Schema document for the NDJSON inputs; inferred from the data when absent.
     #[arg(long, value_name = "FILE")]
     schema: Option<PathBuf>,
+    /// The publisher's declaration (publisher.toml), to run as `weir serve`
+    /// would: each .jsonl input is read one message a line and decoded with
+    /// the declared format and schema (provenance columns included; a line
+    /// that does not decode is a dead letter, shown), and the plugin may write
+    /// only the declared output table.
+    #[arg(long, value_name = "FILE", conflicts_with = "schema")]
+    declaration: Option<PathBuf>,
+    /// The rows the output table must hold, in order (.jsonl, one object a
+    /// line, compared on the columns each names): a difference is an error
+    /// and a non-zero exit, for tests in CI.
+    #[arg(long, value_name = "FILE")]
+    expect: Option<PathBuf>,
     /// Where each output table is written, as DIR/<table>.parquet.
     #[arg(long, value_name = "DIR")]
     output_dir: PathBuf,
@@ -56,6 +70,9 @@ struct Report {
     plugin: PluginReport,
     inputs: Vec<TableReport>,
     outputs: Vec<TableReport>,
+    /// Input lines that do not decode as declared, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    dead_letters: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
     log: PluginLog,
@@ -109,11 +126,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    let declared = args.declaration.as_deref().map(declaration).transpose()?;
     // Read every input before loading the plugin, so a bad file fails fast.
     let mut inputs = Vec::new();
     let mut frames = Vec::new();
+    let mut dead_letters = Vec::new();
     for (i, path) in args.inputs.iter().enumerate() {
-        let frame = input::read(path, schema.as_ref())?;
+        let frame = match &declared {
+            Some(declared) if input::Format::of(path)? == input::Format::NdJson => {
+                let (frame, dead) = decode_as_declared(declared, path, i as i32)?;
+                dead_letters.extend(dead);
+                frame
+            }
+            _ => input::read(path, schema.as_ref())?,
+        };
         inputs.push(table_report(format!("frame {i}"), &frame, path.clone()));
         frames.push(
             frames::encode(&frame.schema, &frame.batches).with_context(|| format!("encoding {}", path.display()))?,
@@ -133,7 +159,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         output_bytes: usize::try_from(args.output_limit).unwrap_or(usize::MAX),
         ..Limits::default()
     };
-    let run = runtime.publish(&plugin, vec![frames], &limits, None);
+    let tables = declared.as_ref().map(|d| vec![table_name_for_topic(&d.source.topic)]);
+    let run = runtime.publish(&plugin, vec![frames], &limits, tables.as_deref());
 
     let mut report = Report {
         plugin: PluginReport {
@@ -145,16 +172,100 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         inputs,
         outputs: vec![],
+        dead_letters,
         error: None,
         log: run.log,
         timing: run.timing.into(),
     };
     match run.outcome {
-        Ok(tables) => report.outputs = write_outputs(&args.output_dir, &tables)?,
+        Ok(tables) => {
+            report.outputs = write_outputs(&args.output_dir, &tables)?;
+            if let Some(path) = &args.expect {
+                report.error = expect(path, &tables)?.err();
+            }
+        }
         Err(err) => report.error = Some(format!("{:#}", anyhow::Error::from(err))),
     }
     print(&report, args.output)?;
     Ok(if report.error.is_some() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// The declaration at `path`, its schema read beside it, checked as the server checks it.
+fn declaration(path: &Path) -> anyhow::Result<Resolved> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let resolved = Declaration::parse(&text).and_then(|d| d.resolve(Some(path.parent().unwrap_or(Path::new(".")))));
+    resolved.with_context(|| format!("the declaration {} is not valid", path.display()))
+}
+
+/// An NDJSON input read as the topic's messages, one a line (partition
+/// `partition`, offset the line's index), each in the declared format, then
+/// decoded as the worker decodes them. Lines that do not decode are dead
+/// letters: `file:line: why`.
+fn decode_as_declared(declared: &Resolved, path: &Path, partition: i32) -> anyhow::Result<(Frame, Vec<String>)> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let format = &declared.source.format;
+    let (mut messages, mut dead) = (Vec::new(), Vec::new());
+    for (offset, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        // In JSON the line is the message; Avro and Protobuf messages are encoded from it.
+        match encode_json_values(format, &[line.to_string()], None).map(|mut b| b.pop()) {
+            Ok(Some(bytes)) => {
+                messages.push(RawMessage::new(partition, offset as i64, None, None, Some(&bytes), vec![]))
+            }
+            Ok(None) => dead.push(format!("{}:{}: nothing to encode", path.display(), offset + 1)),
+            Err(e) => dead.push(format!("{}:{}: {e}", path.display(), offset + 1)),
+        }
+    }
+    let decoded = Decoder::new(format.clone(), None).decode(messages);
+    dead.extend(decoded.dead.iter().map(|d| format!("{}:{}: {}", path.display(), d.message.offset + 1, d.error)));
+    Ok((Frame { schema: decoded.batch.schema(), batches: vec![decoded.batch] }, dead))
+}
+
+/// Holds the output table to the rows of `path`: `Err` says the first difference.
+fn expect(path: &Path, tables: &[OutputTable]) -> anyhow::Result<Result<(), String>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let expected: Vec<serde_json::Map<String, serde_json::Value>> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).with_context(|| format!("{}:{}: not a JSON object", path.display(), i + 1))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let [table] = tables else {
+        return Ok(Err(format!("--expect holds one output table to its rows, and the plugin wrote {}", tables.len())));
+    };
+    let mut writer = arrow::json::ArrayWriter::new(Vec::new());
+    for batch in &table.frame.batches {
+        writer.write(batch)?;
+    }
+    writer.finish()?;
+    let json = writer.into_inner();
+    let got: Vec<serde_json::Value> = if json.is_empty() { vec![] } else { serde_json::from_slice(&json)? };
+    if got.len() != expected.len() {
+        return Ok(Err(format!(
+            "table `{}` has {} rows, and {} expects {}",
+            table.name,
+            got.len(),
+            path.display(),
+            expected.len()
+        )));
+    }
+    let same =
+        |a: &serde_json::Value, b: &serde_json::Value| a == b || (a.as_f64().is_some() && a.as_f64() == b.as_f64());
+    for (i, (want, row)) in expected.iter().zip(&got).enumerate() {
+        for (column, value) in want {
+            let found = row.get(column).unwrap_or(&serde_json::Value::Null);
+            if !same(found, value) {
+                return Ok(Err(format!(
+                    "table `{}` differs from {} at row {}: column `{column}` is {found}, expected {value}",
+                    table.name,
+                    path.display(),
+                    i + 1
+                )));
+            }
+        }
+    }
+    Ok(Ok(()))
 }
 
 fn default_cache_dir() -> Option<PathBuf> {
@@ -205,6 +316,12 @@ fn print(report: &Report, output: Output) -> anyhow::Result<()> {
             if report.error.is_none() {
                 println!();
                 print_tables("output", &report.outputs, "TABLE", "WRITTEN TO");
+            }
+            if !report.dead_letters.is_empty() {
+                println!("\ndead letters (input lines that do not decode as declared):");
+                for dead in &report.dead_letters {
+                    println!("  {dead}");
+                }
             }
             print_log(&report.log);
             if let Some(error) = &report.error {

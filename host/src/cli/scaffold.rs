@@ -23,6 +23,27 @@ pub enum Language {
 const WIT: &str = include_str!("../../../wit/publisher.wit");
 const SDK: &str = include_str!("../../../guest-examples/sdk/src/lib.rs");
 const SAMPLE: &str = include_str!("../../../guest-examples/data/clicks.jsonl");
+/// The sample's JSON Schema, which the scaffolded declaration names.
+const SAMPLE_SCHEMA: &str = include_str!("../../../guest-examples/data/clicks.json");
+
+/// The publisher's declaration, for `run-plugin --declaration` and `publisher register`.
+fn declaration(name: &str) -> String {
+    format!(
+        "# The publisher, as `weir publisher register COLLECTION publisher.toml --plugin COMPONENT` takes it,\n\
+         # and `weir run-plugin COMPONENT --declaration publisher.toml --input sample.jsonl` runs it locally.\n\
+         name = \"{}\"\n\
+         flush_interval_mins = 1\n\
+         # The one output table, named after the topic: the table the plugin writes (TABLE in its code).\n\
+         output_tables = [\"clicks\"]\n\n\
+         [source.kafka]\n\
+         topic = \"clicks\"\n\
+         data_format = \"json\"\n\
+         schema = \"clicks.json\"\n\n\
+         [source.kafka.src_cfg]\n\
+         \"kafka.time_rollover_seconds\" = 10\n",
+        name.replace('-', "_")
+    )
+}
 
 /// The SDK's manifest outside the guest-examples workspace: the same crates
 /// and versions as `guest-examples/Cargo.toml`.
@@ -137,10 +158,13 @@ fn readme(name: &str, language: Language) -> String {
         "# {name}\n\nA weir stream publisher in {what}. It implements `weir:publisher@0.2.0` (`wit/`).\n\n\
          ```sh\n\
          weir plugin build .                                   # prints the component's path, size and world\n\
-         weir run-plugin <component> --input sample.jsonl --output-dir out/   # run it on the sample, locally\n\
+         weir run-plugin <component> --declaration publisher.toml --input sample.jsonl --output-dir out/\n\
+         #   runs it on the sample as the server would: decoded with the declared schema, its table checked\n\
+         #   (add --expect expected.jsonl to hold its output to the rows you expect: a test for CI)\n\
          weir plugin push <component>                          # upload it to a weir server\n\
          ```\n\n\
-         Change `TABLE` to the topic your publisher reads: its one output table is named after it.\n"
+         Change `TABLE` to the topic your publisher reads: its one output table is named after it. \
+         `publisher.toml` declares the topic, the format and its schema (`clicks.json`); change them with it.\n"
     )
 }
 
@@ -149,6 +173,8 @@ fn files(name: &str, language: Language) -> Vec<(PathBuf, String)> {
     let mut files = vec![
         (PathBuf::from("README.md"), readme(name, language)),
         (PathBuf::from("sample.jsonl"), SAMPLE.to_string()),
+        (PathBuf::from("clicks.json"), SAMPLE_SCHEMA.to_string()),
+        (PathBuf::from("publisher.toml"), declaration(name)),
         (PathBuf::from(".gitignore"), "target/\n*.wasm\n__pycache__/\nnode_modules/\n".to_string()),
     ];
     match language {
