@@ -335,6 +335,11 @@ fn a_python_publishers_exceptions_are_its_errors() {
         &[
             ("raise ValueError('no column price')", "the plugin rejected its input: no column price"),
             ("{}['price']", "the plugin failed: KeyError: 'price'"),
+            // A column the input lacks: invalid input, naming those it has, as in TypeScript.
+            (
+                "[b.column('price') for b in slots[0]]",
+                "the plugin rejected its input: the input has no column `price`: its columns are event_id, user_id",
+            ),
         ],
     );
 }
@@ -348,6 +353,10 @@ fn a_javascript_publishers_exceptions_are_its_errors() {
         &[
             ("throw new InvalidInput('no column price');", "the plugin rejected its input: no column price"),
             ("null.price;", "the plugin failed: TypeError: can't access property \"price\" of null"),
+            (
+                "for (const b of slots[0]) column(b, 'price');",
+                "the plugin rejected its input: the input has no column `price`: its columns are event_id, user_id",
+            ),
         ],
     );
 }

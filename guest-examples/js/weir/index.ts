@@ -118,8 +118,12 @@ export function publisher(fn: Publish): (slots: Frames[]) => void {
 /** The column `name` of `batch`, checked to be of type id `type` (`Type.Utf8`, ...) when given. */
 export function column(batch: RecordBatch, name: string, type?: Type): Vector {
   const vector = batch.getChild(name);
-  if (!vector || (type !== undefined && vector.type.typeId !== type)) {
-    throw new InvalidInput(`the input needs a \`${name}\` column${type !== undefined ? ` of type ${Type[type]}` : ''}`);
+  if (!vector) {
+    const columns = batch.schema.fields.map((f) => f.name).join(', ');
+    throw new InvalidInput(`the input has no column \`${name}\`: its columns are ${columns}`);
+  }
+  if (type !== undefined && vector.type.typeId !== type) {
+    throw new InvalidInput(`the input needs a \`${name}\` column of type ${Type[type]}, not ${vector.type}`);
   }
   return vector;
 }

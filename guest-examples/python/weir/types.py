@@ -1,6 +1,15 @@
 """Arrow's data types, fields and schemas, named and printed as pyarrow names them."""
 
 
+class MissingColumn(KeyError, ValueError):
+    """A column the publisher asked for that the input does not have: the
+    plugin's invalid input (a ValueError), as in every language, and still a
+    KeyError to code that looks columns up like a dict."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
 class DataType:
     """One Arrow type. `kind` names it; the other attributes are its parameters."""
 
@@ -118,7 +127,7 @@ class Schema:
         for i, f in enumerate(self.fields):
             if f.name == name:
                 return i
-        raise KeyError(f"no column {name!r}: the columns are {', '.join(self.names)}")
+        raise MissingColumn(f"the input has no column `{name}`: its columns are {', '.join(self.names)}")
 
     def field(self, name):
         return self.fields[self.index(name)]

@@ -114,7 +114,7 @@ const PYTHON_SDK: [(&str, &str); 6] = [
 const JS_APP: &str = r#"// A weir publisher: every record batch of the input, unchanged, as the table
 // named after the topic. Throw InvalidInput for input it cannot handle;
 // console.log goes to the plugin's log. Built by `weir plugin build`.
-import { InvalidInput, log, publisher, write } from 'weir';
+import { InvalidInput, column, log, publisher, write } from 'weir';
 
 // The output table: a stream publisher writes exactly one, named after its topic.
 const TABLE = 'clicks';
