@@ -29,7 +29,7 @@ pub(super) fn write(store: &Store, dir: &str, state: &LogState) -> anyhow::Resul
             "stats": add.get("stats").cloned().unwrap_or(Value::Null),
         } }));
     }
-    actions.extend(head.txns.iter().map(|(app, (v, _))| json!({ "txn": { "appId": app, "version": v } })));
+    actions.extend(head.txns.iter().map(|(app, v)| json!({ "txn": { "appId": app, "version": v } })));
     let schema = checkpoint_schema();
     let mut decoder = arrow::json::ReaderBuilder::new(schema.clone()).build_decoder()?;
     decoder.serialize(&actions)?;

@@ -98,7 +98,7 @@ pub struct SetBy {
 
 /// What a writer needs to know of a table: how far its log goes, its
 /// protocol and metadata (and who last changed them), and each application's
-/// transaction version with the commit that set it.
+/// transaction version.
 #[derive(Debug, Clone)]
 pub struct Head {
     /// The newest version read (-1: the log has none).
@@ -107,8 +107,8 @@ pub struct Head {
     pub protocol_by: Option<SetBy>,
     pub metadata: Option<Value>,
     pub metadata_by: Option<SetBy>,
-    /// appId → (version, the Delta version that set it).
-    pub txns: BTreeMap<String, (i64, i64)>,
+    /// appId → its transaction version (a partition's next offset), for checkpoints.
+    pub txns: BTreeMap<String, i64>,
 }
 
 impl Default for Head {
@@ -140,7 +140,7 @@ impl Head {
             self.metadata_by = Some(SetBy { version, writer: writer() });
         } else if let Some(txn) = action.get("txn") {
             if let (Some(app), Some(v)) = (txn["appId"].as_str(), txn["version"].as_i64()) {
-                self.txns.insert(app.to_string(), (v, version));
+                self.txns.insert(app.to_string(), v);
             }
         }
     }
@@ -321,7 +321,7 @@ mod tests {
         head.follow(&commit);
         assert_eq!(head.version, 7);
         assert_eq!(head.protocol_by, Some(SetBy { version: 7, writer: "delta-rs.0.28 (ADD FEATURE)".into() }));
-        assert_eq!(head.txns["p/t/0"], (42, 7));
+        assert_eq!(head.txns["p/t/0"], 42);
         assert_eq!(commit.weir_version(), None);
     }
 }
