@@ -14,7 +14,9 @@ fn main() {
     // would have one clone watch the other's sources.
     // Only the Rust guests: the Python and JavaScript ones (and their
     // node_modules, __pycache__) are built by the tests that use them.
-    for path in ["Cargo.toml", "Cargo.lock", "sdk", "clicks-enrich", "read-clicks", "fixtures", "hostile"] {
+    for path in
+        ["Cargo.toml", "Cargo.lock", "sdk", "clicks-enrich", "read-clicks", "passthrough", "fixtures", "hostile"]
+    {
         println!("cargo:rerun-if-changed=../guest-examples/{path}");
     }
     println!("cargo:rerun-if-changed=../wit");

@@ -10,11 +10,11 @@ use std::time::Duration;
 use arrow::array::{RecordBatch, StringArray};
 use arrow::compute::{concat_batches, sort_to_indices, take_record_batch};
 use serde_json::json;
-use weir::plugin::{Limits, RunError};
+use weir::plugin::{Declared, Limits, RunError};
 use weir::worker::WorkerOptions;
 
 use common::stream::Harness;
-use common::{clicks, frame, guest, js_guest, mixed, python_guest, runtime};
+use common::{clicks, declared, frame, guest, js_guest, mixed, python_guest, runtime};
 
 /// Generous limits: these tests are about what comes out, not how fast.
 fn roomy() -> Limits {
@@ -47,7 +47,7 @@ fn run(component: &[u8], frames: &[RecordBatch]) -> RecordBatch {
     let rt = runtime();
     let plugin = rt.load(component).expect("the component loads");
     let slot = frames.iter().map(|f| frame(std::slice::from_ref(f))).collect();
-    let run = rt.publish(&plugin, vec![slot], &roomy(), None);
+    let run = rt.publish(&plugin, vec![slot], &roomy(), Some(&declared(&["clicks"])));
     let tables = run.outcome.unwrap_or_else(|e| panic!("the publisher fails: {e}\n{:?}", run.log));
     assert_eq!(tables.len(), 1);
     assert_eq!(tables[0].name, "clicks");
@@ -81,11 +81,34 @@ fn a_passthrough_returns_its_input_in_every_language() {
     let input = [clicks(150_000, 5), clicks(10, 6), clicks(1, 7)];
     let expected = all_rows(&input);
     for (language, component) in [
-        ("rust", guest("read-clicks")),
+        ("rust", guest("passthrough")),
         ("python", python_guest("passthrough")),
         ("javascript", js_guest("passthrough")),
     ] {
         assert_same(&run(&component, &input), &expected, language);
+    }
+}
+
+#[test]
+fn a_generic_publisher_serves_any_topic_in_every_language() {
+    // Each passthrough writes `tables()[0]`, and says which source it read.
+    for (language, component) in [
+        ("rust", guest("passthrough")),
+        ("python", python_guest("passthrough")),
+        ("javascript", js_guest("passthrough")),
+    ] {
+        let rt = runtime();
+        let plugin = rt.load(&component).unwrap();
+        let names = Declared::new(vec!["orders".into()], vec!["orders_table".into()]);
+        let run = rt.publish(&plugin, vec![vec![frame(&[clicks(7, 1)])]], &roomy(), Some(&names));
+        let tables = run.outcome.unwrap_or_else(|e| panic!("{language}: {e}\n{:?}", run.log));
+        assert_eq!(tables[0].name, "orders_table", "{language}");
+        let log: Vec<&str> = run.log.lines.iter().map(|l| l.message.as_str()).collect();
+        assert!(log.iter().any(|l| l.contains("from orders into orders_table")), "{language}: {log:?}");
+        // Without a declaration, the SDK says how to give one.
+        let run = rt.publish(&plugin, vec![vec![frame(&[clicks(7, 1)])]], &roomy(), None);
+        let error = run.outcome.expect_err("no table declared").to_string();
+        assert!(error.contains("this run declares no output tables: give `weir run-plugin`"), "{language}: {error}");
     }
 }
 

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow::compute::concat_batches;
 use weir::frames::Unframed;
-use weir::plugin::{Collect, GuestError, Limits, LogLevel, LogSource, OutputError, RunError};
+use weir::plugin::{Collect, Declared, GuestError, Limits, LogLevel, LogSource, OutputError, RunError};
 
-use common::{clicks, frame, guest, mixed, runtime};
+use common::{clicks, declared, frame, guest, mixed, runtime};
 
 fn all_rows(batches: &[RecordBatch]) -> RecordBatch {
     concat_batches(&batches[0].schema(), batches).expect("concat")
@@ -111,7 +111,7 @@ fn a_streaming_passthrough_holds_one_frame_at_a_time() {
     // 0.2.0 it reads a frame, writes its rows, and lets go of both.
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();
-    assert_eq!(plugin.contract(), "0.2.0");
+    assert_eq!(plugin.contract(), "0.2.1");
     let inputs: Vec<RecordBatch> = (0..14).map(|p| clicks(60_000, 20 + p)).collect();
     let slot: Vec<Vec<u8>> = inputs.iter().map(|b| frame(std::slice::from_ref(b))).collect();
     let total: usize = slot.iter().map(Vec::len).sum();
@@ -139,6 +139,47 @@ fn the_sdk_writes_a_large_batch_in_pieces() {
 }
 
 #[test]
+fn a_generic_publisher_learns_its_source_and_table_through_the_contract() {
+    // One build, two publishers: each run names its own topic and table.
+    let rt = runtime();
+    let plugin = rt.load(&guest("passthrough")).unwrap();
+    let input = clicks(20, 3);
+    for topic in ["clicks", "orders.v2"] {
+        let names = Declared::new(vec![topic.into()], vec![format!("{topic}-table")]);
+        let run =
+            rt.publish(&plugin, vec![vec![frame(std::slice::from_ref(&input))]], &Limits::default(), Some(&names));
+        let tables = run.outcome.unwrap_or_else(|e| panic!("{topic}: {e}"));
+        assert_eq!((tables.len(), tables[0].name.clone()), (1, format!("{topic}-table")));
+        assert_eq!(all_rows(&tables[0].frame.batches), input);
+        let said: Vec<&str> = run.log.lines.iter().map(|l| l.message.as_str()).collect();
+        assert_eq!(said, [format!("20 rows from {topic} into {topic}-table")]);
+    }
+    // Without a declaration there is no table to learn, and the SDK says what to do.
+    let run = rt.publish(&plugin, vec![vec![frame(std::slice::from_ref(&input))]], &Limits::default(), None);
+    let error = run.outcome.expect_err("no declared table").to_string();
+    assert!(
+        error.contains("this run declares no output tables: give `weir run-plugin` the publisher's declaration"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_component_built_against_0_2_0_still_runs() {
+    // Built with its own bindings from the frozen `wit/v0.2.0/`, no SDK: it
+    // links against 0.2.1's host, which only adds to 0.2.0.
+    let rt = runtime();
+    let plugin = rt.load(&guest("fixture-v0-2-passthrough")).unwrap();
+    assert_eq!(plugin.contract(), "0.2.0");
+    let (first, second) = (clicks(300, 1), clicks(5, 2));
+    let slot = vec![frame(std::slice::from_ref(&first)), frame(std::slice::from_ref(&second))];
+    let run = rt.publish(&plugin, vec![slot], &Limits::default(), Some(&declared(&["clicks"])));
+    let tables = run.outcome.expect("a 0.2.0 passthrough succeeds");
+    assert_eq!((tables.len(), tables[0].name.as_str()), (1, "clicks"));
+    assert_eq!(all_rows(&tables[0].frame.batches), all_rows(&[first, second]));
+    assert_eq!(run.log.lines.iter().map(|l| l.message.as_str()).collect::<Vec<_>>(), ["2 frames"]);
+}
+
+#[test]
 fn a_component_built_against_0_1_0_still_runs() {
     // Built with its own bindings from the frozen `wit/v0.1.0/`, no SDK.
     let rt = runtime();
@@ -146,14 +187,14 @@ fn a_component_built_against_0_1_0_still_runs() {
     assert_eq!(plugin.contract(), "0.1.0");
     let (first, second) = (clicks(300, 1), clicks(5, 2));
     let slot = vec![frame(std::slice::from_ref(&first)), frame(std::slice::from_ref(&second))];
-    let run = rt.publish(&plugin, vec![slot], &Limits::default(), Some(&["clicks".to_string()]));
+    let run = rt.publish(&plugin, vec![slot], &Limits::default(), Some(&declared(&["clicks"])));
     let tables = run.outcome.expect("a 0.1.0 passthrough succeeds");
     assert_eq!((tables.len(), tables[0].name.as_str()), (1, "clicks"));
     assert_eq!(all_rows(&tables[0].frame.batches), first);
     assert_eq!(run.log.lines.iter().map(|l| l.message.as_str()).collect::<Vec<_>>(), ["2 frames"]);
 
     // Its output goes through the same checks as a 0.2.0 plugin's writes.
-    let run = rt.publish(&plugin, vec![vec![frame(&[clicks(1, 1)])]], &Limits::default(), Some(&["events".into()]));
+    let run = rt.publish(&plugin, vec![vec![frame(&[clicks(1, 1)])]], &Limits::default(), Some(&declared(&["events"])));
     assert!(matches!(run.outcome, Err(RunError::Output(OutputError::Undeclared { .. }))), "{:?}", run.outcome);
 }
 
@@ -233,7 +274,7 @@ fn clicks_enrich_filters_derives_and_renames_row_by_row() {
     let plugin = rt.load(&guest("clicks-enrich")).unwrap();
     let input = clicks(500, 42);
     let run =
-        rt.publish(&plugin, vec![vec![frame(&[input.clone()])]], &Limits::default(), Some(&["clicks".to_string()]));
+        rt.publish(&plugin, vec![vec![frame(&[input.clone()])]], &Limits::default(), Some(&declared(&["clicks"])));
     let tables = run.outcome.expect("enrich succeeds");
     let out = all_rows(&tables[0].frame.batches);
 
@@ -298,8 +339,7 @@ fn clicks_enrich_rejects_input_without_its_columns() {
 fn undeclared_output_tables_are_refused() {
     let rt = runtime();
     let plugin = rt.load(&guest("read-clicks")).unwrap();
-    let run =
-        rt.publish(&plugin, vec![vec![frame(&[clicks(5, 1)])]], &Limits::default(), Some(&["events".to_string()]));
+    let run = rt.publish(&plugin, vec![vec![frame(&[clicks(5, 1)])]], &Limits::default(), Some(&declared(&["events"])));
     let err = run.outcome.unwrap_err();
     assert!(matches!(err, RunError::Output(OutputError::Undeclared { .. })), "{err:?}");
     assert_eq!(

@@ -90,7 +90,7 @@ fn read_clicks_on_three_formats_writes_parquet_that_pyarrow_reads() {
     assert_eq!(outputs[0]["rows"], 440);
     assert_eq!(outputs[0]["columns"], 8);
     assert!(report["plugin"]["digest"].as_str().unwrap().starts_with("sha256:"));
-    assert_eq!(report["plugin"]["contract"], "0.2.0");
+    assert_eq!(report["plugin"]["contract"], "0.2.1");
 
     // An independent reader: pyarrow must read what we wrote, with the same rows.
     let script = r#"
@@ -275,18 +275,19 @@ fn new_build_run(language: &str, name: &str) {
         .unwrap();
     let said = text(&built.stdout);
     assert!(built.status.success(), "{said}{}", text(&built.stderr));
-    assert!(said.starts_with("built ") && said.trim_end().ends_with("MiB, weir:publisher@0.2.0)"), "{said}");
+    assert!(said.starts_with("built ") && said.trim_end().ends_with("MiB, weir:publisher@0.2.1)"), "{said}");
     let component = PathBuf::from(said["built ".len()..].split(" (").next().unwrap());
     let out = dir.path().join("out");
+    // It writes the table its declaration names, so without one it says how to give it.
     let ran = run_on_sample(&component, &out, &[]);
-    assert!(ran.status.success(), "{}", text(&ran.stderr));
-    let frame = weir::input::read(&out.join("clicks.parquet"), None).unwrap();
-    assert_eq!(frame.batches.iter().map(|b| b.num_rows()).sum::<usize>(), 240, "{language}");
+    assert!(!ran.status.success());
+    assert!(text(&ran.stderr).contains("this run declares no output tables"), "{language}: {}", text(&ran.stderr));
     // The scaffolded declaration runs it as the server would: the declared schema, provenance columns.
     let declaration = project.join("publisher.toml").display().to_string();
     let ran = run_on_sample(&component, &out, &["--declaration", &declaration]);
     assert!(ran.status.success(), "{}", text(&ran.stderr));
     let frame = weir::input::read(&out.join("clicks.parquet"), None).unwrap();
+    assert_eq!(frame.batches.iter().map(|b| b.num_rows()).sum::<usize>(), 240, "{language}");
     assert!(frame.schema.field_with_name("_offset").is_ok(), "{language}: {:?}", frame.schema);
 }
 

@@ -400,7 +400,7 @@ fn uploads_are_checked_and_nothing_bad_is_stored() {
         (b"definitely not wasm".to_vec(), 422, "not a WebAssembly component"),
         (common::guest("read_clicks"), 413, "over tenant `acme`'s 1 MiB module size limit"),
         (core, 422, "is a core WebAssembly module, not a component"),
-        (wrong_world, 422, "does not implement the `weir:publisher/stream-publisher` world, version 0.2.0 or 0.1.0"),
+        (wrong_world, 422, "does not implement the `weir:publisher/stream-publisher` world, version 0.2.x or 0.1.0"),
         (forbidden, 422, "imports `evil:net/exfiltrate@1.0.0`, which publishers may not use"),
     ];
     for (bytes, status, message) in cases {

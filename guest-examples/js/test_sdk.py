@@ -27,7 +27,7 @@ import { rolldown } from 'rolldown';
 const bundle = await rolldown({
   input: process.argv[1],
   platform: 'node',
-  resolve: { alias: { weir: process.argv[2], 'weir:publisher/host@0.2.0': process.argv[3], 'weir:publisher/output@0.2.0': process.argv[3] } },
+  resolve: { alias: { weir: process.argv[2], 'weir:publisher/host@0.2.1': process.argv[3], 'weir:publisher/output@0.2.1': process.argv[3] } },
   logLevel: 'warn',
 });
 await bundle.write({ file: process.argv[4], format: 'esm' });

@@ -26,7 +26,7 @@ use crate::formats::registry::RegistryClient;
 use crate::formats::writers::{RegistryEvent, WriterSchemas};
 use crate::formats::{DeadLetter, Decoder, RawMessage};
 use crate::frames;
-use crate::plugin::{Limits, OutputSink, Plugin, PluginLog, RunError, Runtime};
+use crate::plugin::{Declared, Limits, OutputSink, Plugin, PluginLog, RunError, Runtime};
 use crate::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
 use crate::stage;
 use crate::tables;
@@ -727,10 +727,11 @@ impl Batches {
             }
             let frames =
                 batches.into_iter().map(|batches| frames::Unframed { schema: schema.clone(), batches }).collect();
+            let declared = Declared::new(vec![p.source.topic.clone()], vec![table.clone()]);
             let run = self
                 .node
                 .runtime
-                .publish_blocking(p.plugin.clone(), vec![frames], p.limits.clone(), Some(vec![table.clone()]), sink)
+                .publish_blocking(p.plugin.clone(), vec![frames], p.limits.clone(), Some(declared), sink)
                 .await;
             (timings.plugin_cpu, timings.write, framing) =
                 (ms(run.timing.cpu), ms(run.timing.output), ms(run.timing.input));

@@ -22,7 +22,7 @@ use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use weir::frames;
-use weir::plugin::{Runtime, RuntimeConfig};
+use weir::plugin::{Declared, Runtime, RuntimeConfig};
 
 /// A loopback port nothing listens on (yet).
 pub fn free_port() -> u16 {
@@ -62,6 +62,11 @@ pub fn guest_path(name: &str) -> PathBuf {
 /// A Python guest (`guest-examples/python/<name>/app.py`, with the SDK beside
 /// it) built with componentize-py (installed by scripts/setup.sh).
 pub fn python_guest(name: &str) -> Vec<u8> {
+    std::fs::read(python_guest_path(name)).unwrap()
+}
+
+/// Where [`python_guest`] builds it.
+pub fn python_guest_path(name: &str) -> PathBuf {
     built_guest("python", name, |source, wasm| {
         let sdk = source.ancestors().find(|d| d.join("weir/__init__.py").exists()).expect("the Python SDK");
         let mut build = std::process::Command::new("componentize-py");
@@ -74,6 +79,11 @@ pub fn python_guest(name: &str) -> Vec<u8> {
 /// A JavaScript or TypeScript guest (`guest-examples/js/<name>/`) built by
 /// the SDK's build script (its npm packages installed by scripts/setup.sh).
 pub fn js_guest(name: &str) -> Vec<u8> {
+    std::fs::read(js_guest_path(name)).unwrap()
+}
+
+/// Where [`js_guest`] builds it.
+pub fn js_guest_path(name: &str) -> PathBuf {
     built_guest("js", name, |source, wasm| {
         let mut build = std::process::Command::new("node");
         build.arg(repo().join("guest-examples/js/weir/build.mjs")).arg(source).arg(wasm);
@@ -91,7 +101,7 @@ fn built_guest(
     language: &str,
     name: &str,
     command: impl FnOnce(&std::path::Path, &std::path::Path) -> std::process::Command,
-) -> Vec<u8> {
+) -> PathBuf {
     use std::hash::{Hash, Hasher};
     let root = repo().join("guest-examples").join(language);
     let source = root.join(name);
@@ -135,12 +145,23 @@ fn built_guest(
         );
         std::fs::rename(&partial, &wasm).unwrap();
     }
-    std::fs::read(&wasm).unwrap()
+    wasm
+}
+
+/// `sha256:<hex>` of a file, as the server names a module.
+pub fn digest_of(path: &str) -> String {
+    weir::plugin::digest(&std::fs::read(path).unwrap())
 }
 
 pub fn guest(name: &str) -> Vec<u8> {
     let path = guest_path(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e} (host/build.rs builds it)", path.display()))
+}
+
+/// What a stream publisher reading topic `clicks` declares: its one source and
+/// the tables it may write.
+pub fn declared(tables: &[&str]) -> Declared {
+    Declared::new(vec!["clicks".into()], tables.iter().map(|t| t.to_string()).collect())
 }
 
 /// A runtime whose artifact cache is shared by all test processes, so each

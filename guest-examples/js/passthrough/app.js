@@ -1,12 +1,14 @@
 // A passthrough publisher in JavaScript: every record batch of the input goes
-// out unchanged as the table `clicks` (as the bytes it came in).
-import { publisher, write } from 'weir';
+// out unchanged (as the bytes it came in) into the table its publisher
+// declares. It names no table, so one build serves any topic.
+import { publisher, tables, write } from 'weir';
 
 export const publish = publisher((slots) => {
+  const table = tables()[0];
   let rows = 0;
   for (const batch of slots[0]) {
-    write('clicks', batch);
+    write(table, batch);
     rows += batch.numRows;
   }
-  console.log(`passed ${rows} rows through`);
+  console.log(`passed ${rows} rows from ${slots[0].source} into ${table}`);
 });

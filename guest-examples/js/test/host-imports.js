@@ -5,3 +5,4 @@ const absent = () => {
 };
 export const log = absent;
 export const write = absent;
+export const tables = absent;

@@ -40,9 +40,9 @@ import {
   makeVector,
   vectorFromArray,
 } from 'apache-arrow';
-import { log as hostLog, type Level } from 'weir:publisher/host@0.2.0';
-import { write as hostWrite } from 'weir:publisher/output@0.2.0';
-import type { Frames } from 'weir:publisher/types@0.2.0';
+import { log as hostLog, type Level } from 'weir:publisher/host@0.2.1';
+import { tables as hostTables, write as hostWrite } from 'weir:publisher/output@0.2.1';
+import type { Frames } from 'weir:publisher/types@0.2.1';
 
 export { RecordBatch, Schema, Field, Table, Vector, Type };
 
@@ -56,6 +56,8 @@ export class InvalidInput extends Error {
 
 /** The frames one source contributed to the batch: iterate it for their record batches. */
 export interface Slot extends Iterable<RecordBatch> {
+  /** The source these frames came from: a Kafka source's topic ('' when the run declares none). */
+  readonly source: string;
   /** How many frames the source contributed, read or not. */
   readonly frameCount: number;
   /** Each frame as a Table, read as it is reached. */
@@ -78,6 +80,7 @@ function slot(frames: Frames): Slot {
     }
   }
   return {
+    source: frames.source(),
     frameCount: count,
     frames: tables,
     *[Symbol.iterator]() {
@@ -94,6 +97,26 @@ export function write(table: string, batches: RecordBatch | RecordBatch[] | Tabl
   const same = list.length === 1 ? frameOf.get(list[0]) : undefined;
   hostWrite(table, same ?? tableToIPC(new Table(list), 'stream'));
 }
+
+/**
+ * The output tables this run's publisher declares, in order: a stream
+ * publisher's one table, named after its topic. A publisher that writes
+ * `tables()[0]` serves any topic unchanged:
+ *
+ *     for (const batch of slots[0]) write(tables()[0], batch);
+ *
+ * Throws when the run declares none (a local `weir run-plugin` without `--declaration`).
+ */
+export function tables(): string[] {
+  const declared = hostTables();
+  if (declared.length === 0) throw new Error(NO_TABLES);
+  return declared;
+}
+
+/** Why `tables()` throws, the same words in every SDK. */
+const NO_TABLES =
+  'this run declares no output tables: give `weir run-plugin` the publisher\'s declaration ' +
+  '(--declaration publisher.toml), or write to a table by name';
 
 /** One line in the plugin's log. */
 export function log(message: string, level: Level = 'info'): void {

@@ -1,13 +1,13 @@
-// The imports weir grants a publisher, as `wit/publisher.wit` (weir:publisher@0.2.0) declares them.
+// The imports weir grants a publisher, as `wit/publisher.wit` (weir:publisher@0.2.1) declares them.
 
-declare module 'weir:publisher/host@0.2.0' {
+declare module 'weir:publisher/host@0.2.1' {
   /** How loud a log line is; `error` lines are also surfaced in the run's summary. */
   export type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error';
   /** Appends one line to this run's log. Cheap, never fails; lines past the log's cap are dropped and counted. */
   export function log(level: Level, message: string): void;
 }
 
-declare module 'weir:publisher/types@0.2.0' {
+declare module 'weir:publisher/types@0.2.1' {
   /** One table frame: an Arrow IPC stream. */
   export type ArrowIpc = Uint8Array;
   /** The frames one source contributed to this batch, in order. */
@@ -16,12 +16,16 @@ declare module 'weir:publisher/types@0.2.0' {
     count(): number;
     /** The next frame, or undefined once every frame has been read. */
     next(): ArrowIpc | undefined;
+    /** The source these frames came from (a Kafka source's topic); empty without a declaration. */
+    source(): string;
   }
   /** Why a publisher declined to produce output: thrown from `publish`. */
   export type PublishError = { tag: 'invalid-input'; val: string } | { tag: 'failed'; val: string };
 }
 
-declare module 'weir:publisher/output@0.2.0' {
+declare module 'weir:publisher/output@0.2.1' {
   /** Appends rows (an Arrow IPC stream) to output table `name`; committed only if `publish` then returns. */
   export function write(name: string, data: Uint8Array): void;
+  /** The output tables the publisher declares, in order; empty without a declaration. */
+  export function tables(): string[];
 }

@@ -27,7 +27,7 @@ from .batch import RecordBatch, infer_type
 from .ipc import IpcError, read_stream, write_stream
 from .types import DataType, Field, Schema
 
-__all__ = ["publisher", "write", "log", "Slot", "Array", "RecordBatch", "Schema", "Field", "DataType", "types",
+__all__ = ["publisher", "write", "tables", "log", "Slot", "Array", "RecordBatch", "Schema", "Field", "DataType", "types",
            "read_stream", "write_stream", "infer_type", "IpcError"]
 
 
@@ -37,6 +37,9 @@ class Slot:
     def __init__(self, frames):
         self._frames = frames
         self.frame_count = frames.count()
+        # The source these frames came from: a Kafka source's topic ("" when
+        # the run declares none).
+        self.source = frames.source()
 
     def frames(self):
         """Each frame's (schema, [RecordBatch]), as it is read."""
@@ -58,6 +61,27 @@ def write(table, batches):
     batches = [batches] if isinstance(batches, RecordBatch) else list(batches)
     if batches:
         _imports.output.write(table, write_stream(batches[0].schema, batches))
+
+
+def tables():
+    """The output tables this run's publisher declares, in order: a stream
+    publisher's one table, named after its topic. A publisher that writes
+    `weir.tables()[0]` serves any topic unchanged:
+
+        for batch in slots[0]:
+            weir.write(weir.tables()[0], batch)
+
+    Raises RuntimeError when the run declares none (a local `weir run-plugin`
+    without `--declaration`)."""
+    declared = _imports.output.tables()
+    if not declared:
+        raise RuntimeError(_NO_TABLES)
+    return list(declared)
+
+
+# Why `tables()` raises, the same words in every SDK.
+_NO_TABLES = ("this run declares no output tables: give `weir run-plugin` the publisher's declaration "
+              "(--declaration publisher.toml), or write to a table by name")
 
 
 def log(message, level="info"):

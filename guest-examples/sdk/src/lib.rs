@@ -32,8 +32,17 @@
 //! weir_guest::export_stream_publisher!(publish);
 //! ```
 //!
+//! A publisher need not name its table: [`tables`] gives the ones its
+//! publisher declares (a stream publisher's one table, named after its topic),
+//! so one component serves any topic:
+//!
+//! ```ignore
+//! let table = &weir_guest::tables()?[0];
+//! output.write(table, &batch)?;
+//! ```
+//!
 //! Build with `cargo build --release --target wasm32-wasip2` (`crate-type =
-//! ["cdylib"]`). The component implements `weir:publisher@0.2.0`. The SDK
+//! ["cdylib"]`). The component implements `weir:publisher@0.2.1`. The SDK
 //! decodes the input frames (Arrow IPC) into `RecordBatch`es without copying
 //! them, and encodes the output; no plugin writes IPC by hand. A batch written
 //! back unchanged goes out as the bytes it came in.
@@ -131,6 +140,24 @@ impl Table {
         &self.batches
     }
 }
+
+/// The output tables this run's publisher declares, in declaration order: a
+/// stream publisher's one table, named after its topic. A publisher that
+/// writes `tables()?[0]` serves any topic unchanged.
+///
+/// Fails when the run declares none: a local `weir run-plugin` without
+/// `--declaration publisher.toml`.
+pub fn tables() -> Result<Vec<String>> {
+    let tables = bindings::weir::publisher::output::tables();
+    if tables.is_empty() {
+        return Err(Error::failed(NO_TABLES));
+    }
+    Ok(tables)
+}
+
+/// Why [`tables`] fails, the same words in every SDK.
+const NO_TABLES: &str = "this run declares no output tables: give `weir run-plugin` the publisher's declaration \
+     (--declaration publisher.toml), or write to a table by name";
 
 /// Lines for the run's log, kept with the execution.
 pub mod log {
@@ -340,6 +367,12 @@ impl Frames {
     /// How many frames the source has in this batch, read or not.
     pub fn count(&self) -> usize {
         self.raw.count() as usize
+    }
+
+    /// The source these frames came from: a Kafka source's topic. Empty when
+    /// the run declares no sources (`weir run-plugin` without `--declaration`).
+    pub fn source(&self) -> String {
+        self.raw.source()
     }
 }
 

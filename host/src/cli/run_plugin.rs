@@ -13,7 +13,7 @@ use weir::declaration::{Declaration, Resolved};
 use weir::formats::{Decoder, RawMessage, encode_json_values, json_schema};
 use weir::frames::{self, Frame};
 use weir::input;
-use weir::plugin::{Limits, LogLine, Origin, OutputTable, PluginLog, Runtime, RuntimeConfig, Timing};
+use weir::plugin::{Declared, Limits, LogLine, Origin, OutputTable, PluginLog, Runtime, RuntimeConfig, Timing};
 use weir::worker::table_name_for_topic;
 
 use super::Output;
@@ -159,8 +159,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         output_bytes: usize::try_from(args.output_limit).unwrap_or(usize::MAX),
         ..Limits::default()
     };
-    let tables = declared.as_ref().map(|d| vec![table_name_for_topic(&d.source.topic)]);
-    let run = runtime.publish(&plugin, vec![frames], &limits, tables.as_deref());
+    let names = declared
+        .as_ref()
+        .map(|d| Declared::new(vec![d.source.topic.clone()], vec![table_name_for_topic(&d.source.topic)]));
+    let run = runtime.publish(&plugin, vec![frames], &limits, names.as_ref());
 
     let mut report = Report {
         plugin: PluginReport {

@@ -33,7 +33,7 @@ fn declaration(name: &str) -> String {
          # and `weir run-plugin COMPONENT --declaration publisher.toml --input sample.jsonl` runs it locally.\n\
          name = \"{}\"\n\
          flush_interval_mins = 1\n\
-         # The one output table, named after the topic: the table the plugin writes (TABLE in its code).\n\
+         # The one output table, named after the topic: the plugin learns it as tables()[0].\n\
          output_tables = [\"clicks\"]\n\n\
          [source.kafka]\n\
          topic = \"clicks\"\n\
@@ -64,18 +64,18 @@ arrow-select = { version = "60", default-features = false }
 arrow-data = { version = "60", default-features = false }
 "#;
 
-const RUST_LIB: &str = r#"//! A weir publisher: every row of the batch, unchanged, as the table named
-//! after the topic. It streams: a record batch in, the same rows out, then
+const RUST_LIB: &str = r#"//! A weir publisher: every row of the batch, unchanged, into the table its
+//! declaration names. It streams: a record batch in, the same rows out, then
 //! the next, so it holds one frame at a time whatever the batch's size.
 
 use weir_guest::{Frames, Output, Result};
 
-/// The output table: a stream publisher writes exactly one, named after its topic.
-const TABLE: &str = "clicks";
-
 fn publish(slots: Vec<Frames>, output: &mut Output) -> Result<()> {
+    // The output table: a stream publisher writes exactly one, named after its
+    // topic, so this code serves any topic.
+    let table = &weir_guest::tables()?[0];
     for batch in slots.into_iter().flatten() {
-        output.write(TABLE, &batch?)?;
+        output.write(table, &batch?)?;
     }
     Ok(())
 }
@@ -83,22 +83,23 @@ fn publish(slots: Vec<Frames>, output: &mut Output) -> Result<()> {
 weir_guest::export_stream_publisher!(publish);
 "#;
 
-const PYTHON_APP: &str = r#""""A weir publisher: every record batch of the input, unchanged, as the table
-named after the topic. Raise ValueError for input it cannot handle; print()
-goes to the plugin's log. Built by `weir plugin build` with componentize-py."""
+const PYTHON_APP: &str = r#""""A weir publisher: every record batch of the input, unchanged, into the
+table its declaration names. Raise ValueError for input it cannot handle;
+print() goes to the plugin's log. Built by `weir plugin build` with
+componentize-py."""
 import weir
-
-# The output table: a stream publisher writes exactly one, named after its topic.
-TABLE = "clicks"
 
 
 @weir.publisher
 def publish(slots):
     rows = 0
+    # The output table: a stream publisher writes exactly one, named after its
+    # topic, so this code serves any topic.
+    table = weir.tables()[0]
     for batch in slots[0]:  # a weir.RecordBatch at a time
-        weir.write(TABLE, batch)
+        weir.write(table, batch)
         rows += batch.num_rows
-    weir.log(f"{rows} rows published")
+    weir.log(f"{rows} rows from {slots[0].source} published to {table}")
 "#;
 
 /// The Python SDK, vendored into each project as the package `weir/`.
@@ -111,22 +112,22 @@ const PYTHON_SDK: [(&str, &str); 6] = [
     ("types.py", include_str!("../../../guest-examples/python/weir/types.py")),
 ];
 
-const JS_APP: &str = r#"// A weir publisher: every record batch of the input, unchanged, as the table
-// named after the topic. Throw InvalidInput for input it cannot handle;
+const JS_APP: &str = r#"// A weir publisher: every record batch of the input, unchanged, into the
+// table its declaration names. Throw InvalidInput for input it cannot handle;
 // console.log goes to the plugin's log. Built by `weir plugin build`.
-import { InvalidInput, column, log, publisher, write } from 'weir';
-
-// The output table: a stream publisher writes exactly one, named after its topic.
-const TABLE = 'clicks';
+import { InvalidInput, column, log, publisher, tables, write } from 'weir';
 
 export const publish = publisher((slots) => {
   let rows = 0;
+  // The output table: a stream publisher writes exactly one, named after its
+  // topic, so this code serves any topic.
+  const table = tables()[0];
   for (const batch of slots[0]) {
     // an apache-arrow RecordBatch at a time
-    write(TABLE, batch);
+    write(table, batch);
     rows += batch.numRows;
   }
-  log(`${rows} rows published`);
+  log(`${rows} rows from ${slots[0].source} published to ${table}`);
 });
 "#;
 
@@ -155,16 +156,17 @@ fn readme(name: &str, language: Language) -> String {
         }
     };
     format!(
-        "# {name}\n\nA weir stream publisher in {what}. It implements `weir:publisher@0.2.0` (`wit/`).\n\n\
+        "# {name}\n\nA weir stream publisher in {what}. It implements `weir:publisher@0.2.1` (`wit/`).\n\n\
          ```sh\n\
          weir plugin build .                                   # prints the component's path, size and world\n\
          weir run-plugin <component> --declaration publisher.toml --input sample.jsonl --output-dir out/\n\
          #   runs it on the sample as the server would: decoded with the declared schema, its table checked\n\
          #   (add --expect expected.jsonl to hold its output to the rows you expect: a test for CI)\n\
-         weir plugin push <component>                          # upload it to a weir server\n\
+         weir plugin push <component> --name {name}          # upload it to a weir server, by name\n\
          ```\n\n\
-         Change `TABLE` to the topic your publisher reads: its one output table is named after it. \
-         `publisher.toml` declares the topic, the format and its schema (`clicks.json`); change them with it.\n"
+         The code names no topic and no table: it writes the table its publisher declares (`tables()[0]`), \
+         so one build serves any topic. `publisher.toml` declares the topic, the format and its schema \
+         (`clicks.json`); change them to yours. The SDK reference is weir's `docs/sdk.md`.\n"
     )
 }
 
@@ -433,5 +435,5 @@ fn world(bytes: &[u8]) -> anyhow::Result<String> {
             _ => {}
         }
     }
-    Ok(format!("weir:publisher@{}", version.as_deref().unwrap_or("0.2.0")))
+    Ok(format!("weir:publisher@{}", version.as_deref().unwrap_or("0.2.1")))
 }

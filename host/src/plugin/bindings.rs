@@ -1,10 +1,12 @@
 //! The one place that generates host bindings for the `weir:publisher` worlds.
 //! Everything else imports these types from here.
 //!
-//! The host serves two versions of the package side by side: 0.2.0, which
-//! streams tables in and out, and 0.1.0, frozen, for components built before it.
+//! The host serves the package's versions side by side: 0.2.1, the current
+//! one, which also serves components built against 0.2.0 (0.2.1 only adds to
+//! it, and wasmtime links a 0.2.0 import to a 0.2.1 instance), and 0.1.0,
+//! frozen, for components built before 0.2.0.
 
-/// `weir:publisher@0.2.0`, the current contract (`wit/`).
+/// `weir:publisher@0.2.1`, the current contract (`wit/`).
 pub mod v0_2 {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -25,6 +27,9 @@ pub mod v0_1 {
 /// The `weir:publisher` interfaces a component may import, every version the
 /// host serves.
 pub const HOST_INTERFACES: &[&str] = &[
+    "weir:publisher/host@0.2.1",
+    "weir:publisher/types@0.2.1",
+    "weir:publisher/output@0.2.1",
     "weir:publisher/host@0.2.0",
     "weir:publisher/types@0.2.0",
     "weir:publisher/output@0.2.0",

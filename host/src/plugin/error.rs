@@ -28,7 +28,7 @@ pub enum LoadError {
     #[error("the plugin imports `{import}`, which publishers may not use; allowed imports are `{host}` and the WASI 0.2 cli, clocks, io, random, filesystem and sockets interfaces (served with no files and no network)", host = super::bindings::HOST_INTERFACES.join("`, `"))]
     ForbiddenImport { import: String },
     #[error(
-        "the component does not implement the `weir:publisher/stream-publisher` world, version 0.2.0 or 0.1.0: {reason}; generate its bindings from weir's `wit/` (the weir-guest SDK does)"
+        "the component does not implement the `weir:publisher/stream-publisher` world, version 0.2.x or 0.1.0: {reason}; generate its bindings from weir's `wit/` (the weir-guest SDK does)"
     )]
     WrongWorld { reason: String },
     #[error("compiled-artifact cache: {0:#}")]

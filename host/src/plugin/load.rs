@@ -79,14 +79,15 @@ pub fn import_allowed(name: &str) -> bool {
 /// A component linked against the world version it implements.
 #[derive(Clone)]
 pub enum Linked {
-    V0_2(v0_2::StreamPublisherPre<Sandbox>),
+    /// With the 0.2 version the component was built against.
+    V0_2(v0_2::StreamPublisherPre<Sandbox>, &'static str),
     /// With where its `publish` export is: it is called through its typed
     /// export, not the generated `call_publish`, whose parameter type would
     /// make every frame a `Vec` of its own.
     V0_1(v0_1::StreamPublisherPre<Sandbox>, ComponentExportIndex),
 }
 
-/// Checks a compiled component against the allow-list and the world (0.2.0,
+/// Checks a compiled component against the allow-list and the world (0.2.x,
 /// else 0.1.0), and links it.
 pub fn link(engine: &Engine, linker: &Linker<Sandbox>, component: &Component) -> Result<Linked, LoadError> {
     let ty = component.component_type();
@@ -98,14 +99,16 @@ pub fn link(engine: &Engine, linker: &Linker<Sandbox>, component: &Component) ->
     }
     let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld { reason: format!("{e:#}") };
     let pre = linker.instantiate_pre(component).map_err(wrong_world)?;
+    let imports = |version: &str| {
+        ty.imports(engine).any(|(name, _)| name.starts_with("weir:publisher/") && name.ends_with(version))
+    };
     let v0_2 = match v0_2::StreamPublisherPre::new(pre.clone()) {
-        Ok(pre) => return Ok(Linked::V0_2(pre)),
+        Ok(pre) => return Ok(Linked::V0_2(pre, if imports("@0.2.1") { "0.2.1" } else { "0.2.0" })),
         Err(e) => e,
     };
-    // A component that imports nothing of 0.2.0 may be a 0.1.0 publisher; one
-    // that does is reported against 0.2.0, the version it was built for.
-    let imports_v0_2 =
-        ty.imports(engine).any(|(name, _)| name.starts_with("weir:publisher/") && name.ends_with("@0.2.0"));
+    // A component that imports nothing of 0.2 may be a 0.1.0 publisher; one
+    // that does is reported against 0.2, the version it was built for.
+    let imports_v0_2 = imports("@0.2.0") || imports("@0.2.1");
     match v0_1::StreamPublisherPre::new(pre) {
         Ok(pre) if !imports_v0_2 => {
             let publish = component.get_export_index(None, "publish").expect("the world's check found `publish`");
@@ -124,6 +127,8 @@ mod tests {
         assert!(import_allowed("weir:publisher/host@0.1.0"));
         assert!(import_allowed("weir:publisher/host@0.2.0"));
         assert!(import_allowed("weir:publisher/output@0.2.0"));
+        assert!(import_allowed("weir:publisher/output@0.2.1"));
+        assert!(!import_allowed("weir:publisher/output@0.2.2"));
         assert!(import_allowed("wasi:cli/environment@0.2.3"));
         assert!(!import_allowed("wasi:cli/environment@0.3.0"));
         assert!(import_allowed("wasi:sockets/tcp@0.2.0"));

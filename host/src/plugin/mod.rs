@@ -9,6 +9,7 @@
 mod bindings;
 mod cache;
 mod error;
+mod language;
 mod limits;
 mod load;
 mod log;
@@ -26,6 +27,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 pub use cache::{ArtifactCache, Origin, digest};
 pub use error::{GuestError, LoadError, OutputError, RunError, Trap, TrapKind};
+pub use language::language;
 pub use limits::{Limits, MAX_MEMORY_BYTES, human_bytes, human_duration};
 pub use load::import_allowed;
 pub use log::{LogLevel, LogLine, LogSource, PluginLog};
@@ -56,6 +58,23 @@ impl Default for RuntimeConfig {
     }
 }
 
+/// What a run's publisher declares: the plugin reads these names through the
+/// contract (0.2.1's `frames.source` and `output.tables`), and may write only
+/// the tables named here.
+#[derive(Debug, Clone, Default)]
+pub struct Declared {
+    /// Each slot's source, in slot order (a Kafka source's topic).
+    pub sources: Vec<String>,
+    /// The output tables, in declaration order.
+    pub tables: Vec<String>,
+}
+
+impl Declared {
+    pub fn new(sources: Vec<String>, tables: Vec<String>) -> Self {
+        Self { sources, tables }
+    }
+}
+
 /// A loaded plugin, ready to be instantiated many times.
 #[derive(Clone)]
 pub struct Plugin {
@@ -79,7 +98,7 @@ impl Plugin {
     /// The `weir:publisher` version the component implements.
     pub fn contract(&self) -> &'static str {
         match self.linked {
-            Linked::V0_2(_) => "0.2.0",
+            Linked::V0_2(_, version) => version,
             Linked::V0_1(..) => "0.1.0",
         }
     }
@@ -198,7 +217,7 @@ impl Runtime {
         plugin: &Plugin,
         slots: Vec<Vec<F>>,
         limits: &Limits,
-        declared: Option<&[String]>,
+        declared: Option<&Declared>,
     ) -> Run {
         let run = self.publish_into(plugin, slots, limits, declared, Collect::default());
         Run { outcome: run.outcome.map(|Collect(tables)| tables), log: run.log, timing: run.timing }
@@ -210,9 +229,10 @@ impl Runtime {
     /// `slots` is the batch in array mode: one entry per source, each the list of
     /// that source's table frames (Arrow IPC streams). A frame is whatever holds
     /// its bytes (a `Vec`, an Arrow buffer the host reads too). When `declared`
-    /// is given, every output table must be one of those names.
+    /// is given, the plugin can read its names, and every output table must be
+    /// one it declares; without it, the plugin may write any valid name.
     ///
-    /// A 0.2.0 plugin reads its frames one at a time and writes its output
+    /// A 0.2 plugin reads its frames one at a time and writes its output
     /// while it runs, so neither the plugin nor the host holds the batch's
     /// output whole. A 0.1.0 plugin gets every frame at once and returns every
     /// table; they reach the sink after the call.
@@ -221,14 +241,14 @@ impl Runtime {
         plugin: &Plugin,
         slots: Vec<Vec<F>>,
         limits: &Limits,
-        declared: Option<&[String]>,
+        declared: Option<&Declared>,
         sink: S,
     ) -> Run<S> {
         let started = Instant::now();
         let started_cpu = crate::cpu_time::thread();
         let memory_bytes = limits.memory_bytes.min(MAX_MEMORY_BYTES) as usize;
         let log = log::LogSink::new(limits.log_bytes);
-        let output = Output::new(Box::new(sink), limits, declared);
+        let output = Output::new(Box::new(sink), limits, declared.map(|d| d.tables.as_slice()));
         let mut store = Store::new(&self.engine, Sandbox::new(log.clone(), memory_bytes, output));
         store.limiter(|s| &mut s.limiter);
         // The deadline is the plugin's time: time the host spends on its input
@@ -248,7 +268,10 @@ impl Runtime {
 
         let mut timing = Timing::default();
         let result = match &plugin.linked {
-            Linked::V0_2(pre) => call_v0_2(&mut store, pre, slots, &mut timing).map(|r| r.map(|()| None)),
+            Linked::V0_2(pre, _) => {
+                let sources = declared.map(|d| d.sources.as_slice()).unwrap_or_default();
+                call_v0_2(&mut store, pre, slots, sources, &mut timing).map(|r| r.map(|()| None))
+            }
             Linked::V0_1(pre, publish) => call_v0_1(&mut store, pre, *publish, slots, &mut timing).map(|r| r.map(Some)),
         };
         let memory_cap_hit = store.data().limiter.memory_cap_hit;
@@ -287,13 +310,12 @@ impl Runtime {
         plugin: Plugin,
         slots: Vec<Vec<F>>,
         limits: Limits,
-        declared: Option<Vec<String>>,
+        declared: Option<Declared>,
         sink: S,
     ) -> Run<S> {
         let runtime = self.clone();
-        let task = tokio::task::spawn_blocking(move || {
-            runtime.publish_into(&plugin, slots, &limits, declared.as_deref(), sink)
-        });
+        let task =
+            tokio::task::spawn_blocking(move || runtime.publish_into(&plugin, slots, &limits, declared.as_ref(), sink));
         match task.await {
             Ok(run) => run,
             // `publish` catches every guest fault; a panic here is a host bug, so keep it loud.
@@ -315,15 +337,18 @@ fn call_v0_2<F: FrameBytes>(
     store: &mut Store<Sandbox>,
     pre: &v0_2::StreamPublisherPre<Sandbox>,
     slots: Vec<Vec<F>>,
+    sources: &[String],
     timing: &mut Timing,
 ) -> Called<()> {
     let started = Instant::now();
     let publisher = pre.instantiate(&mut *store).map_err(|error| Failed { error, instantiated: false })?;
     timing.instantiate = started.elapsed();
     let failed = |error| Failed { error, instantiated: true };
+    let source = |i: usize| sources.get(i).cloned().unwrap_or_default();
     let slots = slots
         .into_iter()
-        .map(|slot| store.data_mut().table.push(SlotFrames::new(slot)))
+        .enumerate()
+        .map(|(i, slot)| store.data_mut().table.push(SlotFrames::new(slot, source(i))))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| failed(e.into()))?;
     let result = publisher.call_publish(&mut *store, &slots).map_err(failed)?;

@@ -1,7 +1,7 @@
 //! Where a plugin's output goes. Every piece is checked before anyone may
 //! commit it (names, declared outputs, Arrow IPC that decodes, one schema per
 //! table, the byte and row limits), then handed to the caller's
-//! [`OutputSink`] as it arrives: under `weir:publisher@0.2.0` while the plugin
+//! [`OutputSink`] as it arrives: under `weir:publisher@0.2` while the plugin
 //! runs, under 0.1.0 once it returns.
 
 use std::any::Any;
@@ -81,6 +81,11 @@ impl Output {
             refused: None,
             host: HostTime::default(),
         }
+    }
+
+    /// The tables the publisher declares, in order; none without a declaration.
+    pub fn tables(&self) -> Vec<String> {
+        self.declared.clone().unwrap_or_default()
     }
 
     /// Checks one piece of table `name` and hands it to the sink. A refusal is

@@ -76,6 +76,10 @@ impl v0_2::weir::publisher::types::HostFrames for Sandbox {
         Ok(self.table.get(&frames)?.count())
     }
 
+    fn source(&mut self, frames: Resource<SlotFrames>) -> wasmtime::Result<String> {
+        Ok(self.table.get(&frames)?.source().to_string())
+    }
+
     fn next(&mut self, frames: Resource<SlotFrames>) -> wasmtime::Result<Option<Vec<u8>>> {
         let slot = self.table.get_mut(&frames)?;
         self.input.count(|| slot.next()).map_err(|e| wasmtime::format_err!("framing the plugin's input: {e}"))
@@ -92,6 +96,10 @@ impl v0_2::weir::publisher::output::Host for Sandbox {
     fn write(&mut self, name: String, data: Vec<u8>) -> wasmtime::Result<()> {
         let output = self.output.as_mut().expect("the output stays in the store until the call ends");
         output.write(name, data).map_err(|refusal| wasmtime::format_err!("{refusal}"))
+    }
+
+    fn tables(&mut self) -> wasmtime::Result<Vec<String>> {
+        Ok(self.output.as_ref().expect("the output stays in the store until the call ends").tables())
     }
 }
 

@@ -1,5 +1,5 @@
-//! A 0.2.0 call's input: each slot of the batch (array mode) reaches the guest
-//! as a `frames` resource, which hands its frames (Arrow IPC streams) over one
+//! A 0.2 call's input: each slot of the batch (array mode) reaches the guest
+//! as a `frames` resource, named for its source, which hands its frames (Arrow IPC streams) over one
 //! at a time and lets go of each as it does, so the host's copy of the batch
 //! shrinks while the plugin reads it.
 
@@ -39,16 +39,21 @@ impl FrameBytes for crate::frames::Unframed {
 pub struct SlotFrames {
     unread: VecDeque<Box<dyn FrameBytes>>,
     count: u32,
+    source: String,
 }
 
 impl SlotFrames {
-    pub fn new<F: FrameBytes>(slot: Vec<F>) -> Self {
+    pub fn new<F: FrameBytes>(slot: Vec<F>, source: String) -> Self {
         let count = slot.len() as u32;
-        Self { unread: slot.into_iter().map(|f| Box::new(f) as Box<dyn FrameBytes>).collect(), count }
+        Self { unread: slot.into_iter().map(|f| Box::new(f) as Box<dyn FrameBytes>).collect(), count, source }
     }
 
     pub fn count(&self) -> u32 {
         self.count
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     /// The next frame's bytes, or `None` after the last. The host's own hold on
@@ -68,13 +73,13 @@ mod tests {
     fn frames_come_out_in_order_once_and_unshared_ones_without_a_copy() {
         let (unshared, shared) = (Buffer::from_vec(b"first".to_vec()), Buffer::from_vec(b"second".to_vec()));
         let (unshared_at, kept) = (unshared.as_ptr(), shared.clone());
-        let mut slot = SlotFrames::new(vec![unshared, shared]);
+        let mut slot = SlotFrames::new(vec![unshared, shared], "clicks".into());
         assert_eq!(slot.count(), 2);
         let first = slot.next().unwrap().unwrap();
         assert_eq!((first.as_slice(), first.as_ptr()), (&b"first"[..], unshared_at), "handed over, not copied");
         let second = slot.next().unwrap().unwrap();
         assert_eq!(second, b"second");
         assert_ne!(second.as_ptr(), kept.as_ptr(), "still held elsewhere, so copied");
-        assert_eq!((slot.next().unwrap(), slot.count()), (None, 2));
+        assert_eq!((slot.next().unwrap(), slot.count(), slot.source()), (None, 2, "clicks"));
     }
 }
