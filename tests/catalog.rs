@@ -11,7 +11,8 @@ use std::sync::{Arc, Barrier};
 
 use common::postgres::Postgres;
 use weir::catalog::{
-    BatchCommit, Catalog, CatalogError, DataFile, Execution, NewVersion, PartitionRange, Quotas, Timings, Txn,
+    BatchCommit, Catalog, CatalogError, DataFile, Execution, ModuleFacts, NewVersion, PartitionRange, Quotas, Timings,
+    Txn,
 };
 use weir::formats::{DeadLetter, RawMessage};
 use weir::secrets::{Keyring, default_key_file};
@@ -448,12 +449,27 @@ fn plugins_and_publishers(place: &Place) {
     let acme = catalog.create_tenant("acme", &Quotas::default()).unwrap();
     let beta = catalog.create_tenant("beta", &Quotas::default()).unwrap();
     let sha = "0f".repeat(32);
-    assert!(catalog.add_plugin(&acme, &sha, 1234).unwrap());
-    assert!(!catalog.add_plugin(&acme, &sha, 1234).unwrap(), "an upload of the same module again adds nothing");
-    assert!(catalog.add_plugin(&beta, &sha, 1234).unwrap(), "tenants' modules are apart");
-    assert_eq!(catalog.plugin(&acme, &sha).unwrap().unwrap().size, 1234);
+    let module = ModuleFacts { sha256: &sha, size: 1234, language: "Rust", contract: "0.2.1" };
+    assert!(catalog.add_plugin(&acme, module, None).unwrap());
+    assert!(!catalog.add_plugin(&acme, module, None).unwrap(), "an upload of the same module again adds nothing");
+    assert!(catalog.add_plugin(&beta, module, Some("std")).unwrap(), "tenants' modules are apart");
+    let stored = catalog.plugin(&acme, &sha).unwrap().unwrap();
+    assert_eq!(
+        (stored.size, stored.language.as_deref(), stored.contract.as_deref()),
+        (1234, Some("Rust"), Some("0.2.1"))
+    );
     assert_eq!(catalog.plugins(&acme).unwrap().len(), 1);
     assert!(catalog.plugin(&acme, &"11".repeat(32)).unwrap().is_none());
+    // Names: per tenant, moved by the next push under them.
+    assert_eq!(catalog.plugin_named(&beta, "std").unwrap(), Some(sha.clone()));
+    assert_eq!(catalog.plugin_named(&acme, "std").unwrap(), None);
+    let newer = "1e".repeat(32);
+    let module = ModuleFacts { sha256: &newer, size: 99, language: "Python", contract: "0.2.1" };
+    assert!(catalog.add_plugin(&beta, module, Some("std")).unwrap());
+    assert_eq!(catalog.plugin_named(&beta, "std").unwrap(), Some(newer.clone()));
+    let listed = catalog.plugins(&beta).unwrap();
+    let names: Vec<(&str, Vec<String>)> = listed.iter().map(|m| (m.sha256.as_str(), m.names.clone())).collect();
+    assert_eq!(names, [(sha.as_str(), vec![]), (newer.as_str(), vec!["std".to_string()])]);
 
     let events = catalog.create_collection(&acme, "events", "g", Some(&connection())).unwrap();
     catalog.put_publisher(&events, "clicks", "declaration 1", &sha, false).unwrap();

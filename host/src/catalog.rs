@@ -25,11 +25,13 @@ use crate::tables::evolve::evolve;
 mod control;
 mod db;
 mod dead_letters;
+mod plugins;
 mod sealed;
 mod versions;
-pub use control::{Collection, NodeRecord, PluginModule, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
+pub use control::{Collection, NodeRecord, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
 use db::{Db, Migration, Sql, Value, args};
 pub use dead_letters::DeadLetterFilter;
+pub use plugins::{ModuleFacts, PluginModule, valid_plugin_name};
 pub use sealed::Rotation;
 
 #[derive(Debug, thiserror::Error)]
@@ -383,6 +385,8 @@ const MIGRATIONS: &[Migration] = &[
          UPDATE table_versions SET delta_version = version;
          CREATE INDEX table_versions_unlogged ON table_versions (table_id, version) WHERE delta_version IS NULL;",
     },
+    // 7: what each uploaded module is, and the names it was pushed under.
+    plugins::PLUGIN_NAMES_MIGRATION,
 ];
 
 pub struct Catalog {

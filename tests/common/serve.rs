@@ -216,7 +216,12 @@ pub fn event_ids(parquet: &Path) -> Vec<String> {
 }
 
 pub fn plugin_path() -> String {
-    super::guest_path("read_clicks").display().to_string()
+    guest_file("read_clicks")
+}
+
+/// A Rust guest component's path (`read-clicks`, `passthrough`, ...).
+pub fn guest_file(name: &str) -> String {
+    super::guest_path(name).display().to_string()
 }
 
 pub const QUICK: &str = "\"kafka.messages_rollover\" = 100\n\"kafka.time_rollover_seconds\" = 2";

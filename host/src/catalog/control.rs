@@ -1,6 +1,6 @@
 //! The control plane's part of the catalog: tenants and their tokens,
-//! collections with their `kafka-topic-in` connection, uploaded plugins and
-//! registered publishers.
+//! collections with their `kafka-topic-in` connection, and registered
+//! publishers (uploaded plugins are in `plugins.rs`).
 //!
 //! A tenant's stream data (tables, versions, offsets, executions) is kept
 //! under the collection key `<tenant>/<collection>` (see [`scope`]): names
@@ -61,13 +61,6 @@ impl Collection {
     pub fn scope(&self) -> String {
         scope(&self.tenant, &self.name)
     }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PluginModule {
-    pub sha256: String,
-    pub size: u64,
-    pub created_at_ms: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -273,10 +266,6 @@ fn collection_row(r: &Row, keyring: &Keyring) -> Result<Collection, CatalogError
         connection: sealed::unseal(keyring, r, 1, 4)?,
         created_at_ms: r.get(5)?,
     })
-}
-
-fn plugin_row(r: &Row) -> Result<PluginModule, CatalogError> {
-    Ok(PluginModule { sha256: r.get(0)?, size: r.get(1)?, created_at_ms: r.get(2)? })
 }
 
 fn publisher_row(r: &Row, keyring: &Keyring) -> Result<PublisherRecord, CatalogError> {
@@ -547,43 +536,6 @@ impl Catalog {
             tx.execute("DELETE FROM collections WHERE id = ?1", args![collection.id])?;
             Ok(true)
         })
-    }
-
-    // Plugins.
-
-    /// Records that a tenant uploaded a module; false when it already had.
-    pub fn add_plugin(&self, tenant: &Tenant, sha256: &str, size: u64) -> Result<bool, CatalogError> {
-        let added = self.db.run(|sql| {
-            sql.execute(
-                "INSERT INTO plugins (tenant_id, sha256, size, created_at_ms) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (tenant_id, sha256) DO NOTHING",
-                args![tenant.id, sha256, size as i64, now_ms()],
-            )
-        })?;
-        Ok(added == 1)
-    }
-
-    pub fn plugins(&self, tenant: &Tenant) -> Result<Vec<PluginModule>, CatalogError> {
-        let rows = self.db.run(|sql| {
-            sql.query(
-                "SELECT sha256, size, created_at_ms FROM plugins WHERE tenant_id = ?1 ORDER BY created_at_ms, sha256",
-                args![tenant.id],
-            )
-        })?;
-        rows.iter().map(plugin_row).collect()
-    }
-
-    pub fn plugin(&self, tenant: &Tenant, sha256: &str) -> Result<Option<PluginModule>, CatalogError> {
-        self.db
-            .run(|sql| {
-                sql.query_opt(
-                    "SELECT sha256, size, created_at_ms FROM plugins WHERE tenant_id = ?1 AND sha256 = ?2",
-                    args![tenant.id, sha256],
-                )
-            })?
-            .as_ref()
-            .map(plugin_row)
-            .transpose()
     }
 
     // Publishers.

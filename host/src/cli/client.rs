@@ -207,6 +207,16 @@ pub fn cell(value: &Value) -> String {
     }
 }
 
+/// A query string's value: unreserved characters as they are, the rest %-encoded.
+pub fn query_value(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// Milliseconds since the epoch as an RFC 3339 time (UTC).
 pub fn time(ms: &Value) -> String {
     match ms.as_i64() {

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, bail};
 use serde_json::Value;
 
-use super::client::{Client, Remote, address, cell, print_rows, time};
+use super::client::{Client, Remote, address, cell, print_rows, query_value, time};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -63,16 +63,6 @@ fn when(text: &str) -> anyhow::Result<i64> {
     Ok(at.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_millis() as i64)
 }
 
-/// A query string's value: unreserved characters as they are, the rest %-encoded.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 impl Filter {
     fn query(&self, default_limit: Option<u32>) -> anyhow::Result<String> {
         let mut query = Vec::new();
@@ -86,7 +76,7 @@ impl Filter {
             query.push(format!("until_ms={}", when(until)?));
         }
         if let Some(reason) = &self.reason {
-            query.push(format!("reason={}", encode(reason)));
+            query.push(format!("reason={}", query_value(reason)));
         }
         if let Some(limit) = self.limit.or(default_limit) {
             query.push(format!("limit={limit}"));

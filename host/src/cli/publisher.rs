@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
-use super::client::{Client, Remote, ServerArgs, address, cell, time};
+use super::client::{Client, Remote, ServerArgs, address, cell, print_rows, query_value, time};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum PluginCommand {
@@ -26,13 +26,19 @@ pub enum PluginCommand {
         dir: PathBuf,
     },
     /// Upload a plugin (a WebAssembly component); prints its sha256, which
-    /// `weir publisher register --plugin sha256:…` takes.
+    /// `weir publisher register --plugin` takes, as it takes the name.
     Push {
         file: PathBuf,
+        /// A name for it, which `publisher register --plugin NAME` takes:
+        /// pushing another build under the same name moves the name to it
+        /// (publishers registered before keep the build they were given).
+        #[arg(long)]
+        name: Option<String>,
         #[command(flatten)]
         server: ServerArgs,
     },
-    /// The plugins uploaded to the server: sha256 and size.
+    /// The plugins uploaded to the server: names, language, contract, size,
+    /// when each was pushed.
     List {
         #[command(flatten)]
         server: ServerArgs,
@@ -53,7 +59,8 @@ pub enum Command {
         collection: String,
         declaration: PathBuf,
         /// The plugin: a component file (uploaded first, unless the server has
-        /// it), or `sha256:<hex>` of one `weir plugin push` uploaded.
+        /// it), the `sha256:<hex>` `weir plugin push` printed, or the name it
+        /// was pushed under (`--name`).
         #[arg(long)]
         plugin: String,
         /// Replace the publisher of the same name.
@@ -72,11 +79,29 @@ pub enum Command {
     Delete { publisher: String },
 }
 
-fn push(client: &Client, file: &Path) -> anyhow::Result<Value> {
+fn push(client: &Client, file: &Path, name: Option<&str>) -> anyhow::Result<Value> {
     let bytes = std::fs::read(file).with_context(|| format!("reading plugin {}", file.display()))?;
-    client
-        .post_bytes("/v1/plugins", &bytes, "application/wasm")
-        .with_context(|| format!("uploading {}", file.display()))
+    let path = match name {
+        Some(name) => format!("/v1/plugins?name={}", query_value(name)),
+        None => "/v1/plugins".to_string(),
+    };
+    client.post_bytes(&path, &bytes, "application/wasm").with_context(|| format!("uploading {}", file.display()))
+}
+
+/// What `--plugin` names: a file to upload, else a digest or a name the
+/// server resolves. Something that looks like a path but is not there is a
+/// missing file, not a name.
+fn plugin_ref(client: &Client, plugin: &str) -> anyhow::Result<Value> {
+    let path = Path::new(plugin);
+    if path.exists() {
+        return Ok(push(client, path, None)?["sha256"].clone());
+    }
+    if plugin.contains(['/', '\\']) || plugin.ends_with(".wasm") {
+        anyhow::bail!(
+            "plugin file {plugin} does not exist: build it with `weir plugin build`, or give the sha256: digest or name `weir plugin push` took"
+        );
+    }
+    Ok(json!(plugin))
 }
 
 /// The declaration with its schema inline: a schema path is read relative to the declaration.
@@ -108,17 +133,40 @@ pub fn run_plugin(args: PluginArgs) -> anyhow::Result<()> {
             let built = super::scaffold::build(&dir)?;
             println!("built {} ({}, {})", built.path.display(), weir::plugin::human_bytes(built.size), built.world);
         }
-        PluginCommand::Push { file, server } => {
+        PluginCommand::Push { file, name, server } => {
             let client = Client::new(&server)?;
-            let answer = push(&client, &file)?;
+            let answer = push(&client, &file, name.as_deref())?;
             client.print(&answer, |a| {
                 let how = if a["new"] == json!(true) { "uploaded" } else { "already uploaded" };
-                println!("{} {how} ({} bytes)", cell(&a["sha256"]), cell(&a["size"]));
+                let named = a["name"].as_str().map(|n| format!(" as `{n}`")).unwrap_or_default();
+                let what = format!("{}, weir:publisher@{}", cell(&a["language"]), cell(&a["contract"]));
+                println!("{} {how}{named} ({what}, {} bytes)", cell(&a["sha256"]), cell(&a["size"]));
             });
         }
         PluginCommand::List { server } => {
             let client = Client::new(&server)?;
-            client.print_list(&client.get("/v1/plugins")?, &[("plugin", "sha256"), ("bytes", "size")]);
+            let plugins = client.get("/v1/plugins")?;
+            client.print(&plugins, |plugins| {
+                let items = plugins.as_array().map(Vec::as_slice).unwrap_or_default();
+                if items.is_empty() {
+                    println!("(none): upload one with `weir plugin push FILE.wasm --name NAME`");
+                    return;
+                }
+                let rows = items.iter().map(|p| {
+                    let size = p["size"].as_u64().map(weir::plugin::human_bytes).unwrap_or_else(|| "-".into());
+                    let contract = p["contract"].as_str().map(|c| format!("weir:publisher@{c}"));
+                    let names = cell(&p["names"]);
+                    vec![
+                        if names.is_empty() { "-".into() } else { names },
+                        cell(&p["language"]),
+                        contract.unwrap_or_else(|| "-".into()),
+                        size,
+                        time(&p["created_at_ms"]),
+                        cell(&p["sha256"]),
+                    ]
+                });
+                print_rows(&["name", "language", "world", "size", "pushed", "sha256"], rows);
+            });
         }
     }
     Ok(())
@@ -129,11 +177,7 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
     match args.command {
         Command::Register { collection, declaration, plugin, update } => {
             let text = inline_schema(&declaration)?;
-            let digest = match plugin.strip_prefix("sha256:") {
-                Some(hex) if !Path::new(&plugin).exists() => json!(format!("sha256:{hex}")),
-                _ => push(&client, Path::new(&plugin))?["sha256"].clone(),
-            };
-            let body = json!({ "declaration": text, "plugin": digest, "update": update });
+            let body = json!({ "declaration": text, "plugin": plugin_ref(&client, &plugin)?, "update": update });
             let answer = client.post(&format!("/v1/collections/{collection}/publishers"), &body)?;
             client.print(&answer, |a| println!("{}", cell(&a["message"])));
         }

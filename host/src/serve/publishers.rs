@@ -35,7 +35,9 @@ use crate::worker::{StreamPublisher, table_name_for_topic};
 struct Registration {
     /// The declaration (TOML), with its schema inline.
     declaration: String,
-    /// The plugin's digest, `sha256:<hex>`, as `POST /v1/plugins` answered.
+    /// The plugin: its digest, `sha256:<hex>`, as `POST /v1/plugins`
+    /// answered, or a name it was pushed under (the digest the name has now
+    /// is the one registered).
     plugin: String,
     /// Replace a publisher of the same name.
     #[serde(default)]
@@ -144,12 +146,7 @@ pub async fn register(
             )));
         }
     }
-    let digest = if req.plugin.starts_with("sha256:") { req.plugin.clone() } else { format!("sha256:{}", req.plugin) };
-    if app.catalog.plugin(&tenant, &digest)?.is_none() {
-        return Err(ApiError::not_found(format!(
-            "plugin {digest} is not uploaded: push it first with `weir plugin push FILE.wasm`"
-        )));
-    }
+    let digest = plugins::resolve(&app, &tenant, &req.plugin)?;
     let topic = resolved.source.topic.clone();
     check_broker(&app, connection.clone(), Some(topic.clone())).await?;
     let cross_checked = match &connection.schema_registry {
