@@ -119,6 +119,7 @@ fn commit(
         ranges,
         execution: &exec,
         dead_letters: &[],
+        rerun: &[],
     })
 }
 
@@ -261,6 +262,7 @@ fn a_batch_commits_its_version_dead_letters_and_execution_together(place: &Place
             ranges: &[range(3, 0, 9, None)],
             execution: &exec,
             dead_letters: &dead,
+            rerun: &[],
         })
         .unwrap();
     assert_eq!(version, Some(1));
@@ -511,6 +513,7 @@ fn deleting_a_collection_removes_what_it_committed(place: &Place) {
             ranges: &[range(0, 0, 0, None)],
             execution: &exec,
             dead_letters: &[],
+            rerun: &[],
         })
         .unwrap();
     assert!(!catalog.delete_collection(&events).unwrap(), "publishers remain");

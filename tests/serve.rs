@@ -713,67 +713,6 @@ fn a_second_publisher_of_a_table_is_refused_naming_the_one_that_writes_it() {
 }
 
 #[test]
-fn dead_letters_kept_in_the_catalog_are_listed_filtered_shown_and_exported_with_their_bytes() {
-    let broker = broker();
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("data"));
-    let token = registered(&server, dir.path(), broker.bootstrap_servers());
-    let truncated = r#"{"event_id": "bad-1", "user_id": "#.to_string();
-    let mistyped = json!({"event_id": "bad-2", "user_id": "x", "url": "/", "ts": "2026-11-29T10:00:00Z"}).to_string();
-    let mut values = clicks(0, 10);
-    values.extend([truncated.clone(), mistyped.clone()]);
-    block_on(produce(broker.bootstrap_servers(), "clicks", &values));
-    server.wait_for_rows(&token, "events", "clicks", 10);
-    let listed = poll("two dead letters", || {
-        let list = server.cli_json(&token, &["dead-letters", "list", "events/read_clicks"]);
-        (list.as_array().unwrap().len() == 2).then_some(list)
-    });
-    let texts: Vec<&str> = listed.as_array().unwrap().iter().map(|d| d["value_text"].as_str().unwrap()).collect();
-    assert!(texts.contains(&truncated.as_str()) && texts.contains(&mistyped.as_str()), "{listed}");
-    let bad = listed.as_array().unwrap().iter().find(|d| d["value_text"] == mistyped.as_str()).unwrap();
-    assert!(bad["error"].as_str().unwrap().contains("user_id"), "the reason names the field: {bad}");
-
-    // Filters: by reason, by execution (the batch that met it), by time.
-    let by_reason = server.cli_json(&token, &["dead-letters", "list", "events/read_clicks", "--reason", "USER_ID"]);
-    assert!(by_reason.as_array().unwrap().iter().any(|d| d["value_text"] == mistyped.as_str()), "{by_reason}");
-    let execution = bad["execution"].to_string();
-    let by_execution =
-        server.cli_json(&token, &["dead-letters", "list", "events/read_clicks", "--execution", &execution]);
-    assert!(by_execution.as_array().unwrap().iter().all(|d| d["execution"] == bad["execution"]));
-    let later =
-        server.cli_json(&token, &["dead-letters", "list", "events/read_clicks", "--since", "2999-01-01T00:00:00Z"]);
-    assert_eq!(later, json!([]));
-    // Server flags before the subcommand, as anywhere else.
-    let recent =
-        server.cli_ok(&token, &["--output", "json", "dead-letters", "list", "events/read_clicks", "--since", "1h"]);
-    assert_eq!(serde_json::from_str::<Value>(&recent).unwrap().as_array().unwrap().len(), 2);
-
-    // One in full; its execution points at it.
-    let (partition, offset) = (bad["partition"].to_string(), bad["offset"].to_string());
-    let shown = server.cli_ok(&token, &["dead-letters", "show", "events/read_clicks", &partition, &offset]);
-    assert!(shown.contains(&mistyped) && shown.contains("user_id"), "{shown}");
-    let execution_shown = server.cli_ok(&token, &["execution", "show", &execution]);
-    assert!(execution_shown.contains("weir dead-letters list events/read_clicks --execution"), "{execution_shown}");
-    let (status, _) =
-        server.http("GET", "/v1/collections/events/publishers/read_clicks/dead-letters/0/999999", Some(&token), None);
-    assert_eq!(status, 404);
-
-    // Exported as JSON lines, the original bytes in base64.
-    let out = dir.path().join("dead.jsonl");
-    server.cli_ok(&token, &["dead-letters", "export", "events/read_clicks", "-o", out.to_str().unwrap()]);
-    let lines: Vec<Value> =
-        std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines.len(), 2);
-    use base64::prelude::{BASE64_STANDARD, Engine as _};
-    let mut bytes: Vec<Vec<u8>> =
-        lines.iter().map(|d| BASE64_STANDARD.decode(d["value_base64"].as_str().unwrap()).unwrap()).collect();
-    bytes.sort();
-    let mut expected = vec![truncated.into_bytes(), mistyped.into_bytes()];
-    expected.sort();
-    assert_eq!(bytes, expected, "the original bytes");
-}
-
-#[test]
 fn serve_with_an_embedded_broker_runs_a_publisher_with_nothing_else_installed() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start_with(&dir.path().join("data"), &["--embedded-broker", "--embedded-topic", "clicks:2"]);

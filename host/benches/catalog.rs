@@ -122,6 +122,7 @@ fn commit(catalog: &Catalog, round: i64) -> Result<(i64, Option<i64>), weir::cat
         ranges: &ranges,
         execution: &execution,
         dead_letters: &[],
+        rerun: &[],
     })
 }
 

@@ -54,6 +54,11 @@ pub enum CatalogError {
     OverlapsCommitted { topic: String, partition: i32, first: i64, next: i64 },
     #[error("{0} already exists")]
     Exists(String),
+    /// A re-run's dead letter is no longer kept: another re-run committed it.
+    #[error(
+        "dead letter {partition}/{offset} of `{topic}` is no longer kept: another re-run committed it, so this one commits nothing"
+    )]
+    RerunGone { topic: String, partition: i32, offset: i64 },
     /// The batch's columns cannot become a version of its table.
     #[error(transparent)]
     Schema(#[from] crate::tables::evolve::SchemaMismatch),
@@ -217,6 +222,10 @@ pub struct BatchCommit<'a> {
     pub execution: &'a Execution,
     /// Dead letters to keep in the catalog (empty when they went to a topic).
     pub dead_letters: &'a [DeadLetter],
+    /// Kept dead letters of `topic` (partition, offset) this batch re-ran:
+    /// removed with the commit, which fails unless every one is still kept,
+    /// so a dead letter is re-run into the table at most once.
+    pub rerun: &'a [(i32, i64)],
 }
 
 /// The catalog's schema, one step at a time, in each database's DDL. A step
@@ -492,6 +501,15 @@ impl Catalog {
         self.db.transaction(|tx| {
             for range in batch.ranges {
                 advance(tx, batch, range)?;
+            }
+            for &(partition, offset) in batch.rerun {
+                let removed = tx.execute(
+                    "DELETE FROM dead_letters WHERE publisher = ?1 AND topic = ?2 AND partition = ?3 AND \"offset\" = ?4",
+                    args![batch.publisher, batch.topic, partition, offset],
+                )?;
+                if removed != 1 {
+                    return Err(CatalogError::RerunGone { topic: batch.topic.to_string(), partition, offset });
+                }
             }
             let execution_id = insert_execution(tx, batch.execution)?;
             let mut version_number = None;

@@ -28,6 +28,7 @@ pub mod frames;
 pub mod input;
 pub mod memory;
 pub mod plugin;
+pub mod rerun;
 pub mod secrets;
 pub mod serve;
 pub mod source;

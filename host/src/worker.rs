@@ -794,6 +794,7 @@ impl Batches {
                     ranges: &ranges,
                     execution: &execution,
                     dead_letters: &stored_dead,
+                    rerun: &[],
                 };
                 let committed = catalog.commit(&commit);
                 if let (Err(_), Some(key)) = (&committed, key) {

@@ -67,6 +67,7 @@ pub fn commit_version(
         ranges: &[range],
         execution: &execution,
         dead_letters: &[],
+        rerun: &[],
     })?;
     Ok(committed.1.unwrap())
 }

@@ -1,5 +1,6 @@
 //! `weir dead-letters`: the messages a publisher could not decode and kept in
-//! the catalog (its source has no dead-letter topic), with why, and their bytes.
+//! the catalog (its source has no dead-letter topic), with why, and their
+//! bytes; and their re-run once the cause is fixed.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -29,6 +30,16 @@ pub enum Command {
         #[arg(short, long)]
         out: Option<PathBuf>,
     },
+    /// Once their cause is fixed (the declaration's schema, the plugin):
+    /// decode the chosen dead letters again with the publisher's current
+    /// declaration and run those that decode through its current plugin, as
+    /// one new table version. Each reaches the table once: it is no longer
+    /// kept after. Those that still do not decode stay, and are listed.
+    Rerun {
+        publisher: String,
+        #[command(flatten)]
+        filter: Filter,
+    },
 }
 
 /// Which dead letters: every option narrows.
@@ -46,7 +57,13 @@ pub struct Filter {
     /// Those whose error holds this text (any case).
     #[arg(long)]
     reason: Option<String>,
-    /// At most this many [list: 50; export: all].
+    /// Those of this partition.
+    #[arg(long)]
+    partition: Option<i32>,
+    /// The one at this offset (with --partition).
+    #[arg(long, requires = "partition")]
+    offset: Option<i64>,
+    /// At most this many [list: 50; export, rerun: all].
     #[arg(long)]
     limit: Option<u32>,
 }
@@ -77,6 +94,12 @@ impl Filter {
         }
         if let Some(reason) = &self.reason {
             query.push(format!("reason={}", query_value(reason)));
+        }
+        if let Some(partition) = self.partition {
+            query.push(format!("partition={partition}"));
+        }
+        if let Some(offset) = self.offset {
+            query.push(format!("offset={offset}"));
         }
         if let Some(limit) = self.limit.or(default_limit) {
             query.push(format!("limit={limit}"));
@@ -164,6 +187,37 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
                 }
                 None => std::io::stdout().write_all(&lines)?,
             }
+        }
+        Command::Rerun { publisher, filter } => {
+            let (c, p) = address(&publisher, "publisher")?;
+            let path = format!("/v1/collections/{c}/publishers/{p}/dead-letters/rerun?{}", filter.query(None)?);
+            let answer = client.post(&path, &serde_json::json!({}))?;
+            client.print(&answer, |a| {
+                let version = match a["version"].as_i64() {
+                    Some(v) => format!("table version {v}"),
+                    None => "no table version (the plugin wrote nothing)".into(),
+                };
+                match a["rerun"].as_u64() {
+                    Some(0) => {
+                        println!("none of the {} chosen dead letters decodes yet; nothing was committed", a["chosen"])
+                    }
+                    _ => println!(
+                        "re-ran {} of {} dead letters: {} rows in {version} (execution {})",
+                        a["rerun"],
+                        a["chosen"],
+                        a["rows_out"],
+                        cell(&a["execution"])
+                    ),
+                }
+                let still = a["still_dead"].as_array().map(Vec::as_slice).unwrap_or_default();
+                if !still.is_empty() {
+                    println!("{} still do not decode, and stay kept:", still.len());
+                    let rows = still
+                        .iter()
+                        .map(|d| vec![cell(&d["partition"]), cell(&d["offset"]), shorten(&cell(&d["error"]), 100)]);
+                    print_rows(&["partition", "offset", "error"], rows);
+                }
+            });
         }
     }
     Ok(())

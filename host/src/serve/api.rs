@@ -44,6 +44,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route(&format!("{p}/executions"), get(publishers::executions))
         .route(&format!("{p}/dead-letters"), get(dead_letters::list))
         .route(&format!("{p}/dead-letters/{{partition}}/{{offset}}"), get(dead_letters::show))
+        .route(&format!("{p}/dead-letters/rerun"), post(dead_letters::rerun))
         .route("/v1/executions/{id}", get(publishers::execution))
         .route(&format!("{c}/tables"), get(tables::list))
         .route(t, get(tables::show))

@@ -1,6 +1,6 @@
 //! A publisher's dead letters kept in the catalog: found by execution, time
 //! and reason, each with its original bytes (base64), its text where it is
-//! UTF-8, and why it could not be decoded.
+//! UTF-8, and why it could not be decoded; and re-run, once the cause is fixed.
 
 use std::sync::Arc;
 
@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 use super::App;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
-use super::publishers::find;
+use super::publishers::{build, find};
 use crate::catalog::{DeadLetterFilter, StoredDeadLetter};
+use crate::rerun::RerunError;
 
 /// One dead letter as the API shows it.
 fn view(d: &StoredDeadLetter) -> Value {
@@ -68,5 +69,38 @@ pub async fn show(
         None => Err(ApiError::not_found(format!(
             "publisher `{collection}/{name}` has no dead letter at partition {partition}, offset {offset}: `weir dead-letters list {collection}/{name}` shows those it has"
         ))),
+    }
+}
+
+/// `POST …/publishers/{p}/dead-letters/rerun?<the list's filters>`: the
+/// chosen letters through the publisher's current declaration and plugin, as
+/// one new table version (see [`crate::rerun`]).
+pub async fn rerun(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, name)): Path<(String, String)>,
+    Query(filter): Query<DeadLetterFilter>,
+) -> ApiResult<Json<Value>> {
+    let record = find(&app, &tenant, &collection, &name)?;
+    let (task_app, task_record) = (app.clone(), record.clone());
+    let (publisher, letters) = tokio::task::spawn_blocking(move || -> ApiResult<_> {
+        let letters = task_app.catalog.find_dead_letters(&task_record.key(), &filter)?;
+        let publisher = build(&task_app, &task_record)
+            .map_err(|e| ApiError::invalid(format!("publisher `{collection}/{name}` cannot run: {e:#}")))?;
+        Ok((publisher, letters))
+    })
+    .await??;
+    if letters.is_empty() {
+        return Err(ApiError::not_found(format!(
+            "publisher `{}/{}` keeps no dead letters that match: `weir dead-letters list` shows those it keeps",
+            record.collection.name, record.name
+        )));
+    }
+    let done = crate::rerun::rerun(&app.catalog, &app.runtime, &publisher, &record.key(), letters).await;
+    match done {
+        Ok(report) => Ok(Json(json!(report))),
+        Err(RerunError::Gone(e)) => Err(ApiError::conflict(e.to_string())),
+        Err(e @ RerunError::Plugin(_)) => Err(ApiError::invalid(e.to_string())),
+        Err(RerunError::Other(e)) => Err(e.into()),
     }
 }

@@ -46,6 +46,7 @@ impl From<CatalogError> for ApiError {
     fn from(e: CatalogError) -> Self {
         match e {
             CatalogError::Exists(what) => Self::conflict(format!("{what} already exists")),
+            e @ CatalogError::RerunGone { .. } => Self::conflict(e.to_string()),
             other => Self::internal(other.to_string()),
         }
     }

@@ -67,7 +67,7 @@ fn limits(tenant: &Tenant) -> Limits {
 }
 
 /// Builds a registered publisher's worker input (blocking: loads the plugin).
-fn build(app: &App, record: &PublisherRecord) -> anyhow::Result<StreamPublisher> {
+pub(super) fn build(app: &App, record: &PublisherRecord) -> anyhow::Result<StreamPublisher> {
     let tenant = app.catalog.tenant(&record.collection.tenant)?.ok_or_else(|| anyhow::anyhow!("the tenant is gone"))?;
     let connection = collections::connection(&record.collection).map_err(|e| anyhow::anyhow!(e.message))?.clone();
     let resolved = resolve(&record.declaration).map_err(|e| anyhow::anyhow!(e.message))?;
