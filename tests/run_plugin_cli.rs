@@ -150,11 +150,15 @@ fn limits_are_flags() {
     let plugin = guest_path("hostile-infinite-loop");
     let out = run_on_sample(&plugin, dir.path(), &["--deadline", "150ms"]);
     assert_eq!(out.status.code(), Some(1));
+    // One line: what stopped it and how to give it more, no frames of wasm.
+    let said = text(&out.stderr);
+    let error = said.lines().find(|l| l.starts_with("error: ")).unwrap_or_default();
     assert!(
-        text(&out.stderr).contains("error: the plugin exceeded its 150 ms CPU deadline and was stopped"),
-        "{}",
-        text(&out.stderr)
+        error.starts_with("error: the plugin exceeded its 150 ms CPU deadline and was stopped")
+            && error.contains("`--deadline`"),
+        "{said}"
     );
+    assert!(!said.contains("wasm backtrace") && !said.contains("<wasm function"), "{said}");
 
     let plugin = guest_path("hostile-memory-bomb");
     let out = run_on_sample(&plugin, dir.path(), &["--memory-limit", "32MiB"]);
@@ -335,7 +339,8 @@ fn a_python_publishers_exceptions_are_its_errors() {
         "    rows = 0",
         &[
             ("raise ValueError('no column price')", "the plugin rejected its input: no column price"),
-            ("{}['price']", "the plugin failed: KeyError: 'price'"),
+            // Where, in the author's file: not the SDK's frames, not componentize-py's paths.
+            ("{}['price']", "the plugin failed: KeyError: 'price' (at app.py:11, in publish)"),
             // A column the input lacks: invalid input, naming those it has, as in TypeScript.
             (
                 "[b.column('price') for b in slots[0]]",
@@ -353,13 +358,54 @@ fn a_javascript_publishers_exceptions_are_its_errors() {
         "  let rows = 0;",
         &[
             ("throw new InvalidInput('no column price');", "the plugin rejected its input: no column price"),
-            ("null.price;", "the plugin failed: TypeError: can't access property \"price\" of null"),
+            ("null.price;", "the plugin failed: TypeError: can't access property \"price\" of null (at app.js:8)"),
             (
                 "for (const b of slots[0]) column(b, 'price');",
                 "the plugin rejected its input: the input has no column `price`: its columns are event_id, user_id",
             ),
         ],
     );
+}
+
+#[test]
+fn a_typescript_publishers_runtime_errors_point_at_its_own_lines() {
+    // Not the bundle's (`publish@app.js:11389:42`): app.ts's, through the bundle's source map.
+    raises(
+        "typescript",
+        "app.ts",
+        "  let rows = 0;",
+        &[(
+            "(null as any).price;",
+            "the plugin failed: TypeError: can't access property \"price\" of null (at app.ts:8)",
+        )],
+    );
+}
+
+#[test]
+fn a_python_build_failure_says_what_is_wrong_in_the_authors_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("wrong");
+    let project_arg = project.display().to_string();
+    assert!(weir(&["plugin", "new", "wrong", "--language", "python", "--dir", &project_arg]).status.success());
+    let app = project.join("app.py");
+    let code = std::fs::read_to_string(&app).unwrap();
+    for (changed, says, not) in [
+        // No decorator: what is missing, not componentize-py's AttributeError.
+        (
+            code.replace("@weir.publisher\n", ""),
+            "app.py defines no publisher: put `@weir.publisher` on the function",
+            "WitWorld",
+        ),
+        // A syntax error: the file, line and message, not componentize-py's traceback.
+        (format!("{code}\ndef broken(:\n    pass\n"), "  File \"app.py\", line 19\n    def broken(:\n", "/0/"),
+    ] {
+        assert_ne!(changed, code);
+        std::fs::write(&app, &changed).unwrap();
+        let built = weir(&["plugin", "build", &project_arg]);
+        let said = text(&built.stderr);
+        assert!(!built.status.success() && said.contains(says), "{said}");
+        assert!(!said.contains(not) && !said.contains("Stack backtrace") && !said.contains("site-packages"), "{said}");
+    }
 }
 
 #[test]

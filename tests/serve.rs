@@ -537,6 +537,17 @@ fn a_batch_being_retried_shows_in_status_executions_and_metrics_from_its_first_f
         .and_then(|v| v.parse::<i64>().ok())
         .unwrap_or_else(|| panic!("no weir_batch_retrying for read_clicks in\n{metrics}"));
     assert!(retrying_gauge >= 1, "{metrics}");
+    // The error says how to give it more; the tenant's quota changed, the publisher runs under it.
+    assert!(error.contains("`weir tenant quotas TENANT --deadline 30s`") && !error.contains("backtrace"), "{error}");
+    let changed = server.cli_ok(ADMIN, &["tenant", "quotas", "acme", "--deadline", "700ms"]);
+    assert!(changed.contains("acme") && changed.contains("700 ms") && changed.contains("256 MiB"), "{changed}");
+    poll("an attempt under the new deadline", || {
+        let executions = server.cli_json(&token, &["execution", "list", "events/read_clicks"]);
+        let errors: Vec<&str> = executions.as_array().unwrap().iter().filter_map(|e| e["error"].as_str()).collect();
+        errors.iter().any(|e| e.contains("exceeded its 700 ms CPU deadline")).then_some(())
+    });
+    let none = server.cli(ADMIN, &["tenant", "quotas", "acme"]);
+    assert!(String::from_utf8_lossy(&none.stderr).contains("give the quotas to change"), "{none:?}");
     server.cli_ok(&token, &["publisher", "delete", "events/read_clicks"]);
 }
 

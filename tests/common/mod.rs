@@ -133,7 +133,10 @@ fn built_guest(
     std::fs::create_dir_all(&out).unwrap();
     let wasm = out.join(format!("{}-{:016x}.wasm", name.replace('/', "-"), hasher.finish()));
     if !wasm.exists() {
-        let partial = out.join(format!(".{}-{}.wasm", name.replace('/', "-"), std::process::id()));
+        // Each build its own partial file: tests of one process may build one guest at once.
+        static BUILDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let build = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let partial = out.join(format!(".{}-{}-{build}.wasm", name.replace('/', "-"), std::process::id()));
         let built = command(&source, &partial)
             .output()
             .unwrap_or_else(|e| panic!("building {name}: {e} (scripts/setup.sh installs the toolchain)"));

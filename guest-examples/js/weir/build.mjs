@@ -17,6 +17,44 @@ const out = resolve(process.argv[3] ?? join(project, `${basename(project).replac
 // The project's own WIT when it carries one, else this repository's.
 const wit = [join(project, 'wit'), join(sdk, '../../../wit')].find(existsSync);
 
+/**
+ * `{ bundleLine: "app.ts:line" }` for every line of the bundle that comes from
+ * the project's own sources (not the SDK, not node_modules), read from the
+ * bundle's source map: its `mappings` are base64 VLQ segments, one group per
+ * generated line, each [column, source, line, column, name?] with all but
+ * the first relative to the previous segment's.
+ */
+function authorsLines(map, base) {
+  const digits = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+  const ours = map.sources.map((s) => {
+    const file = resolve(base, s);
+    const inProject = file.startsWith(project + '/') && !file.includes('/node_modules/') && !file.startsWith(sdk + '/');
+    return inProject ? file.slice(project.length + 1) : undefined;
+  });
+  const lines = {};
+  const at = [0, 0, 0, 0]; // source, line, column, name: carried across generated lines
+  map.mappings.split(';').forEach((group, generated) => {
+    for (const segment of group.split(',')) {
+      const fields = [];
+      for (let i = 0, value = 0, shift = 0; i < segment.length; i++) {
+        const digit = digits.indexOf(segment[i]);
+        value += (digit & 31) << shift;
+        if (digit & 32) {
+          shift += 5;
+        } else {
+          fields.push(value & 1 ? -(value >>> 1) : value >>> 1);
+          value = shift = 0;
+        }
+      }
+      if (fields.length < 4) continue;
+      for (let f = 1; f < fields.length; f++) at[f - 1] += fields[f];
+      const file = ours[at[0]];
+      if (file && !(generated + 1 in lines)) lines[generated + 1] = `${file}:${at[1] + 1}`;
+    }
+  });
+  return lines;
+}
+
 function fail(message) {
   console.error(`error: ${message}`);
   process.exit(1);
@@ -55,9 +93,12 @@ try {
     resolve: { alias: { weir: join(sdk, 'index.ts') } },
     logLevel: 'warn',
   });
-  const { output } = await bundle.generate({ format: 'esm' });
   const source = join(work, 'app.js');
-  await writeFile(source, output[0].code);
+  const { output } = await bundle.generate({ format: 'esm', sourcemap: true, file: source });
+  // Where each line of the bundle came from in the author's own files, for
+  // the SDK to put in errors' stacks instead of the bundle's line numbers.
+  const lines = authorsLines(output[0].map, work);
+  await writeFile(source, `${output[0].code}\nglobalThis.__weirLines = ${JSON.stringify(lines)};\n`);
   // No wasi:http: weir grants no network, and a component that imports it would be refused.
   const { component } = await componentize({
     sourcePath: source,

@@ -132,10 +132,33 @@ export function publisher(fn: Publish): (slots: Frames[]) => void {
     } catch (e) {
       if (e instanceof InvalidInput) throw { tag: 'invalid-input', val: e.message };
       const error = e instanceof Error ? e : new Error(String(e));
-      if (error.stack) console.error(error.stack);
-      throw { tag: 'failed', val: `${error.name}: ${error.message}` };
+      const stack = authorsStack(error.stack ?? '');
+      if (stack) console.error(stack);
+      const at = stack.match(/@([^@\s/][^@\s]*\.[jt]sx?:\d+)$/m)?.[1];
+      throw { tag: 'failed', val: `${error.name}: ${error.message}${at ? ` (at ${at})` : ''}` };
     }
   };
+}
+
+/** The bundle's line map, which `weir plugin build` appends to the bundle. */
+function lines(): Record<string, string> {
+  return (globalThis as { __weirLines?: Record<string, string> }).__weirLines ?? {};
+}
+
+/**
+ * A stack with the bundle's positions (`publish@app.js:11389:42`) put back to
+ * the author's files and lines (`publish@app.ts:14`), from the line map
+ * `weir plugin build` puts into the bundle; frames of the SDK, apache-arrow
+ * and componentize-js, which the author did not write, are left out.
+ */
+function authorsStack(stack: string): string {
+  const map = lines();
+  if (Object.keys(map).length === 0) return stack;
+  return stack
+    .split('\n')
+    .map((frame) => frame.replace(/app\.js:(\d+):\d+$/, (whole, line: string) => map[line] ?? whole))
+    .filter((frame) => !/(app|initializer)\.js:\d+:\d+$/.test(frame))
+    .join('\n');
 }
 
 /** The column `name` of `batch`, checked to be of type id `type` (`Type.Utf8`, ...) when given. */

@@ -104,6 +104,23 @@ def _warm_up():
     weakref.finalize(_Anything(), int)
 
 
+def _authors_traceback():
+    """The traceback, with the project's paths as the author knows them
+    (componentize-py mounts the project at /0)."""
+    return traceback.format_exc().replace('File "/0/', 'File "')
+
+
+def _where(error):
+    """` (at app.py:14, in publish)`: the innermost frame of the author's own
+    code (not the SDK's), or nothing."""
+    sdk = __file__.rsplit("/", 1)[0] + "/"
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.startswith(sdk)]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f" (at {frame.filename.removeprefix('/0/')}:{frame.lineno}, in {frame.name})"
+
+
 def publisher(fn):
     """Makes `fn(slots)` the component's publish function. It is called once per
     batch; it may write its output with `write` and/or return it as a dict."""
@@ -127,8 +144,8 @@ def publisher(fn):
             except ValueError as e:
                 raise Err(PublishError_InvalidInput(f"{e}"))
             except Exception as e:
-                sys.stderr.write(traceback.format_exc())
-                raise Err(PublishError_Failed(f"{type(e).__name__}: {e}"))
+                sys.stderr.write(_authors_traceback())
+                raise Err(PublishError_Failed(f"{type(e).__name__}: {e}{_where(e)}"))
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()

@@ -367,6 +367,23 @@ impl Catalog {
         Ok(Tenant { id, name: name.into(), quotas: *quotas, created_at_ms })
     }
 
+    /// Changes a tenant's quotas; its publishers' workers restart under them
+    /// (their registrations are touched, which every node's reconcile sees).
+    pub fn set_quotas(&self, tenant: &Tenant, quotas: &Quotas) -> Result<(), CatalogError> {
+        self.db.transaction(|tx| {
+            tx.execute(
+                "UPDATE tenants SET quotas = ?1 WHERE id = ?2",
+                args![serde_json::to_string(quotas).expect("json"), tenant.id],
+            )?;
+            tx.execute(
+                "UPDATE publishers SET updated_at_ms = ?1
+                 WHERE collection_id IN (SELECT id FROM collections WHERE tenant_id = ?2)",
+                args![now_ms(), tenant.id],
+            )?;
+            Ok(())
+        })
+    }
+
     pub fn tenants(&self) -> Result<Vec<Tenant>, CatalogError> {
         let rows =
             self.db.run(|sql| sql.query("SELECT id, name, quotas, created_at_ms FROM tenants ORDER BY name", &[]))?;

@@ -359,6 +359,23 @@ fn reason(output: &[u8]) -> String {
     lines.join("\n")
 }
 
+/// What componentize-py's failure says about the author's code: the error
+/// the app raised while it was imported (a syntax error, an import that
+/// fails), as Python shows it, with the project's paths (componentize-py
+/// mounts the project at `/0`) and without componentize-py's own traceback.
+fn python_reason(output: &[u8]) -> String {
+    let text = String::from_utf8_lossy(output);
+    if text.contains("has no attribute 'WitWorld'") {
+        return "app.py defines no publisher: put `@weir.publisher` on the function that takes the batch's slots \
+                (with `import weir` at the top)"
+            .into();
+    }
+    let Some(start) = text.find("AssertionError: ") else { return reason(output) };
+    let raised = &text[start + "AssertionError: ".len()..];
+    let raised = raised.split("\n\nCaused by:").next().unwrap_or(raised);
+    raised.replace("File \"/0/", "File \"").trim_end().to_string()
+}
+
 fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
     const NODE: &str = "install Node.js 20 or later, with npm";
     if !dir.join("node_modules").exists() {
@@ -398,7 +415,7 @@ fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
         .map_err(missing("componentize-py", "install it with `pip install componentize-py==0.25.0`"))?;
     if !out.status.success() {
         let stale = remove_stale(&wasm);
-        bail!("componentize-py could not build {}{stale}:\n{}", dir.display(), reason(&out.stderr));
+        bail!("componentize-py could not build {}{stale}:\n{}", dir.display(), python_reason(&out.stderr));
     }
     Ok(wasm)
 }

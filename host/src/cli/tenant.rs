@@ -28,6 +28,22 @@ pub enum Command {
     },
     /// List the tenants and their quotas.
     List,
+    /// Change a tenant's quotas (those given; the others stay). Its running
+    /// publishers restart under them, each committing its open batch first.
+    Quotas {
+        name: String,
+        #[arg(long)]
+        max_publishers: Option<u32>,
+        /// Memory each of its plugins may use per batch.
+        #[arg(long, value_parser = parse_size)]
+        memory_limit: Option<u64>,
+        /// CPU time each of its plugins may use per batch.
+        #[arg(long, value_parser = parse_duration)]
+        deadline: Option<Duration>,
+        /// The largest module it may upload.
+        #[arg(long, value_parser = parse_size)]
+        max_module_size: Option<u64>,
+    },
     /// Issue another token for a tenant (shown once).
     Token {
         name: String,
@@ -59,22 +75,26 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
         }
         Command::List => {
             let answer = client.get("/v1/tenants")?;
-            client.print(&answer, |a| {
-                let rows = a.as_array().into_iter().flatten().map(|t| {
-                    let q = &t["quotas"];
-                    let bytes = |v: &serde_json::Value| v.as_u64().map_or("-".into(), human_bytes);
-                    let deadline =
-                        q["deadline_ms"].as_u64().map_or("-".into(), |ms| human_duration(Duration::from_millis(ms)));
-                    vec![
-                        cell(&t["name"]),
-                        cell(&q["max_publishers"]),
-                        bytes(&q["memory_limit_bytes"]),
-                        deadline,
-                        bytes(&q["max_module_bytes"]),
-                    ]
-                });
-                print_rows(&["tenant", "publishers", "plugin memory", "plugin deadline", "module size"], rows);
-            });
+            client.print(&answer, |a| print_quotas(a.as_array().map(Vec::as_slice).unwrap_or_default()));
+        }
+        Command::Quotas { name, max_publishers, memory_limit, deadline, max_module_size } => {
+            let mut changes = serde_json::Map::new();
+            let mut set = |key: &str, value: Option<u64>| {
+                if let Some(value) = value {
+                    changes.insert(key.to_string(), json!(value));
+                }
+            };
+            set("max_publishers", max_publishers.map(u64::from));
+            set("memory_limit_bytes", memory_limit);
+            set("deadline_ms", deadline.map(|d| d.as_millis() as u64));
+            set("max_module_bytes", max_module_size);
+            if changes.is_empty() {
+                anyhow::bail!(
+                    "give the quotas to change: --max-publishers, --memory-limit, --deadline or --max-module-size"
+                );
+            }
+            let answer = client.put(&format!("/v1/tenants/{name}/quotas"), &serde_json::Value::Object(changes))?;
+            client.print(&answer, |a| print_quotas(std::slice::from_ref(a)));
         }
         Command::Token { name, expires_in } => {
             let body = match expires_in {
@@ -113,6 +133,22 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn print_quotas(tenants: &[serde_json::Value]) {
+    let rows = tenants.iter().map(|t| {
+        let q = &t["quotas"];
+        let bytes = |v: &serde_json::Value| v.as_u64().map_or("-".into(), human_bytes);
+        let deadline = q["deadline_ms"].as_u64().map_or("-".into(), |ms| human_duration(Duration::from_millis(ms)));
+        vec![
+            cell(&t["name"]),
+            cell(&q["max_publishers"]),
+            bytes(&q["memory_limit_bytes"]),
+            deadline,
+            bytes(&q["max_module_bytes"]),
+        ]
+    });
+    print_rows(&["tenant", "publishers", "plugin memory", "plugin deadline", "module size"], rows);
 }
 
 fn time_or(ms: &serde_json::Value, none: &str) -> String {

@@ -57,23 +57,28 @@ pub enum TrapKind {
     Other,
 }
 
-/// The sandbox stopped the plugin. `source()` holds wasmtime's own trap text.
+/// The sandbox stopped the plugin. `raw` holds wasmtime's own error, its
+/// wasm backtrace included: kept for the host's debug log, and not part of
+/// the message (frames of an interpreter's internals tell an author nothing).
+/// The message names the author's own function where the backtrace has one.
 #[derive(Debug, thiserror::Error)]
-#[error("{}", describe(&self.kind, &self.source))]
+#[error("{}", describe(&self.kind, &self.raw))]
 pub struct Trap {
     pub kind: TrapKind,
-    #[source]
-    pub source: anyhow::Error,
+    pub raw: anyhow::Error,
 }
 
-fn describe(kind: &TrapKind, source: &anyhow::Error) -> String {
+fn describe(kind: &TrapKind, raw: &anyhow::Error) -> String {
+    let within = user_frame(raw).map(|f| format!(" in `{f}`")).unwrap_or_default();
     match kind {
-        TrapKind::Deadline { limit } => {
-            format!("the plugin exceeded its {} CPU deadline and was stopped", human_duration(*limit))
-        }
-        TrapKind::Memory { limit_bytes } => {
-            format!("the plugin exceeded its {} memory limit and was stopped", human_bytes(*limit_bytes))
-        }
+        TrapKind::Deadline { limit } => format!(
+            "the plugin exceeded its {} CPU deadline and was stopped{within}: make a batch's work lighter, or give it more time (`--deadline` for `weir run-plugin` and `weir stream`; on a server, the tenant's quota: `weir tenant quotas TENANT --deadline 30s`)",
+            human_duration(*limit)
+        ),
+        TrapKind::Memory { limit_bytes } => format!(
+            "the plugin exceeded its {} memory limit and was stopped{within}: hold less of the batch at once, or give it more (`--memory-limit` for `weir run-plugin` and `weir stream`; on a server, `weir tenant quotas TENANT --memory-limit 512MiB`)",
+            human_bytes(*limit_bytes)
+        ),
         TrapKind::StackOverflow => {
             "the plugin overflowed its stack (unbounded or too deep recursion) and was stopped".into()
         }
@@ -85,8 +90,29 @@ fn describe(kind: &TrapKind, source: &anyhow::Error) -> String {
         TrapKind::Aborted => "the plugin aborted (it reached an `unreachable` instruction)".into(),
         // WASI 0.2 passes only success or failure, so any non-zero code arrives as 1.
         TrapKind::Exited { code } => format!("the plugin exited (status {code}) instead of returning"),
-        TrapKind::Other => format!("the plugin trapped: {}", source.root_cause()),
+        TrapKind::Other => format!("the plugin trapped{within}: {}", raw.root_cause()),
     }
+}
+
+/// Module names of the runtimes other languages bring along (CPython and
+/// componentize-py's glue, libc, the adapters): not an author's code.
+const RUNTIME_MODULES: &[&str] = &["libpython", "componentize_py", "libc", "libdl", "libwasi", "wit-component"];
+
+/// The innermost frame of wasmtime's backtrace that is the author's own
+/// function (where the component keeps names: a Rust plugin built without
+/// `strip`), or `None`.
+fn user_frame(error: &anyhow::Error) -> Option<String> {
+    let trace = error.downcast_ref::<wasmtime::WasmBacktrace>()?;
+    trace.frames().iter().find_map(|frame| {
+        let module = frame.module().name()?;
+        let name = format!("{:#}", rustc_demangle::demangle(frame.func_name()?));
+        let runtime = RUNTIME_MODULES.iter().any(|r| module.starts_with(r));
+        let path = name.trim_start_matches('<');
+        let library = ["std::", "core::", "alloc::", "wit_bindgen", "weir_guest::", "wasm function", "__", "dlmalloc"]
+            .iter()
+            .any(|p| path.starts_with(p));
+        (!runtime && !library && name != "publish").then_some(name)
+    })
 }
 
 /// The plugin returned, but what it returned cannot be committed.

@@ -294,7 +294,7 @@ impl Runtime {
                 if !instantiated && kind == TrapKind::Other {
                     Err(RunError::Instantiate(error.into()))
                 } else {
-                    Err(Trap { kind, source: error.into() }.into())
+                    Err(Trap { kind, raw: error.into() }.into())
                 }
             }
         };

@@ -113,7 +113,7 @@ impl Output {
         if self.bytes > self.byte_limit {
             let kind = TrapKind::OutputTooLarge { limit_bytes: self.byte_limit };
             let source = anyhow::anyhow!("the plugin wrote {} bytes of Arrow IPC", self.bytes);
-            return Err(Trap { kind, source }.into());
+            return Err(Trap { kind, raw: source }.into());
         }
         let frame =
             frames::decode(data).map_err(|e| OutputError::BadIpc { name: name.clone(), reason: e.to_string() })?;

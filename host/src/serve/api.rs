@@ -25,6 +25,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/admin/secret-key/rotate", post(admin::rotate_secret_key))
         .route("/v1/tenants", post(tenants::create).get(tenants::list))
         .route("/v1/tenants/{tenant}/tokens", post(tenants::new_token).get(tenants::tokens))
+        .route("/v1/tenants/{tenant}/quotas", axum::routing::put(tenants::set_quotas))
         .route("/v1/tenants/{tenant}/tokens/{id}", axum::routing::delete(tenants::revoke_token))
         .route("/v1/collections", post(collections::create).get(collections::list))
         .route(c, get(collections::show).delete(collections::delete))

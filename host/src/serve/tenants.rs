@@ -28,17 +28,51 @@ struct NewTenant {
 pub async fn create(_: Admin, State(app): State<Arc<App>>, bytes: Bytes) -> ApiResult<(StatusCode, Json<Value>)> {
     let req: NewTenant = body(&bytes)?;
     check_name("tenant", &req.name)?;
-    if req.quotas.max_module_bytes > app.config.max_module_bytes {
-        return Err(ApiError::invalid(format!(
-            "quotas.max_module_bytes {} is over this server's --max-module-size of {} bytes",
-            req.quotas.max_module_bytes, app.config.max_module_bytes
-        )));
-    }
+    check_quotas(&app, &req.quotas)?;
     let tenant = app.catalog.create_tenant(&req.name, &req.quotas)?;
     let token = generate();
     let info = app.catalog.add_token(tenant.id, &token_sha256(&token), None)?;
     app.audit.record("tenant.create", json!({ "tenant": tenant.name, "quotas": tenant.quotas, "token_id": info.id }));
     Ok((StatusCode::CREATED, Json(json!({ "tenant": tenant, "token": token, "token_id": info.id }))))
+}
+
+/// `PUT /v1/tenants/{tenant}/quotas`: the quotas given change, the others
+/// stay; its running publishers restart under them.
+pub async fn set_quotas(
+    _: Admin,
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    bytes: Bytes,
+) -> ApiResult<Json<Value>> {
+    let mut quotas = serde_json::to_value(tenant(&app, &name)?.quotas).expect("json");
+    let changes: serde_json::Map<String, Value> = body(&bytes)?;
+    for (key, value) in changes {
+        quotas[key] = value;
+    }
+    let quotas: Quotas = serde_json::from_value(quotas).map_err(|e| ApiError::invalid(format!("quotas: {e}")))?;
+    check_quotas(&app, &quotas)?;
+    let tenant = tenant(&app, &name)?;
+    app.catalog.set_quotas(&tenant, &quotas)?;
+    app.audit.record("tenant.quotas", json!({ "tenant": name, "quotas": quotas }));
+    super::cluster::reconcile(&app).await;
+    Ok(Json(json!({ "name": name, "quotas": quotas })))
+}
+
+fn check_quotas(app: &App, quotas: &Quotas) -> ApiResult<()> {
+    if quotas.max_module_bytes > app.config.max_module_bytes {
+        return Err(ApiError::invalid(format!(
+            "quotas.max_module_bytes {} is over this server's --max-module-size of {} bytes",
+            quotas.max_module_bytes, app.config.max_module_bytes
+        )));
+    }
+    if quotas.memory_limit_bytes > crate::plugin::MAX_MEMORY_BYTES {
+        return Err(ApiError::invalid(format!(
+            "quotas.memory_limit_bytes {} is over the {} a plugin can address",
+            quotas.memory_limit_bytes,
+            crate::plugin::human_bytes(crate::plugin::MAX_MEMORY_BYTES)
+        )));
+    }
+    Ok(())
 }
 
 pub async fn list(_: Admin, State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
