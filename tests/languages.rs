@@ -71,6 +71,11 @@ fn the_python_sdk_reads_and_writes_arrow_as_pyarrow_does() {
 }
 
 #[test]
+fn the_sdk_references_python_examples_run() {
+    sdk_tests("python/test_docs.py");
+}
+
+#[test]
 fn the_javascript_sdks_helpers_select_rows_as_pyarrow_does() {
     sdk_tests("js/test_sdk.py");
 }
