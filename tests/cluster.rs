@@ -19,16 +19,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use common::block_on;
 use common::peers::delta_py_with;
 use common::postgres::Postgres;
 use common::s3::S3;
 use common::serve::{Server, broker, event_ids, poll, registered_with};
 use common::stream::{clicks, produce};
 use common::tansu::Tansu;
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
-}
 
 fn status(node: &Server, token: &str) -> Value {
     node.cli_json(token, &["publisher", "status", "events/read_clicks"])

@@ -8,12 +8,9 @@ mod common;
 
 use serde_json::{Value, json};
 
+use common::block_on;
 use common::serve::{QUICK, Server, broker, declaration, event_ids, plugin_path, poll, registered};
 use common::stream::{clicks, produce};
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
-}
 
 #[test]
 fn dead_letters_kept_in_the_catalog_are_listed_filtered_shown_and_exported_with_their_bytes() {

@@ -14,18 +14,14 @@ use weir::embedded_registry::EmbeddedRegistry;
 use weir::formats::registry::SchemaType;
 use weir::formats::{DataFormat, Format, encode_json_values};
 
-use common::free_port;
 use common::serve::{ADMIN, Body, Server, broker, declaration};
 use common::stream::{clicks, produce_bytes, produce_with};
 use common::tansu::Tansu;
 use common::tls::{Ca, Stunnel};
+use common::{block_on, free_port};
 
 const CLICKS_AVRO: &str = include_str!("../guest-examples/data/clicks.avsc");
 const QUICK: &str = "\"kafka.messages_rollover\" = 10\n\"kafka.time_rollover_seconds\" = 1";
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
-}
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

@@ -6,12 +6,9 @@ mod common;
 
 use serde_json::json;
 
+use common::block_on;
 use common::serve::{QUICK, Server, broker, declaration, guest_file, registered};
 use common::stream::{clicks, produce};
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
-}
 
 #[test]
 fn plugins_pushed_by_name_are_listed_with_what_they_are_and_registered_by_name() {

@@ -9,13 +9,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use common::block_on;
 use common::peers::delta_py;
 use common::serve::{ADMIN, Body, QUICK, Server, broker, declaration, event_ids, plugin_path, poll, registered};
 use common::stream::{clicks, produce};
-
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
-}
 
 #[test]
 fn the_seed_scenario_through_the_cli() {

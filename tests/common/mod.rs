@@ -161,6 +161,11 @@ pub fn guest(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e} (host/build.rs builds it)", path.display()))
 }
 
+/// Runs a future to its end on a runtime of its own (producing to a broker from a plain test).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
 /// What a stream publisher reading topic `clicks` declares: its one source and
 /// the tables it may write.
 pub fn declared(tables: &[&str]) -> Declared {
