@@ -15,8 +15,8 @@ use weir::catalog::{
     Txn,
 };
 use weir::formats::{DeadLetter, RawMessage};
+use weir::publisher::source::{KafkaConnection, SaslCredentials, SaslMechanism};
 use weir::secrets::{Keyring, default_key_file};
-use weir::source::{KafkaConnection, SaslCredentials, SaslMechanism};
 
 /// Where a test's catalog lives: opens it as many times as a test has nodes.
 struct Place {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use weir::embedded_registry::EmbeddedRegistry;
+use weir::embedded::registry::EmbeddedRegistry;
 use weir::formats::registry::{SchemaType, frame, value_subject};
 use weir::formats::{DataFormat, Format, encode_json_values};
 

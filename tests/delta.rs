@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use weir::catalog::{Catalog, CatalogError};
 use weir::formats::{DataFormat, Format};
+use weir::stream::worker::{WorkerExit, WorkerOptions};
 use weir::tables::{self, delta};
-use weir::worker::{WorkerExit, WorkerOptions};
 
 use common::delta::commit_version;
 use common::peers::delta_py;

@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
-use weir::embedded_registry::EmbeddedRegistry;
+use weir::embedded::registry::EmbeddedRegistry;
 use weir::formats::registry::value_subject;
 use weir::formats::writers::RegistryEvent;
 use weir::formats::{DataFormat, Format, protobuf};
-use weir::source::{KafkaConnection, SchemaRegistry};
-use weir::worker::{WorkerEvent, WorkerOptions};
+use weir::publisher::source::{KafkaConnection, SchemaRegistry};
+use weir::stream::worker::{WorkerEvent, WorkerOptions};
 
 use common::peers::{formats_py, test_file};
 use common::stream::{Harness, RunningWorker, publisher_with};

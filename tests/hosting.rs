@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use weir::embedded_registry::EmbeddedRegistry;
+use weir::embedded::registry::EmbeddedRegistry;
 use weir::formats::registry::SchemaType;
 use weir::formats::{DataFormat, Format, encode_json_values};
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow::compute::concat_batches;
-use weir::frames::Unframed;
+use weir::plugin::frames::Unframed;
 use weir::plugin::{Collect, Declared, GuestError, Limits, LogLevel, LogSource, OutputError, RunError};
 
 use common::{clicks, declared, frame, guest, mixed, runtime};

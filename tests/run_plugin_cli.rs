@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use weir::frames::Frame;
+use weir::plugin::frames::Frame;
 
 use common::{clicks, guest_path, shared_cache};
 

@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use weir::embedded_registry::EmbeddedRegistry;
+use weir::embedded::registry::EmbeddedRegistry;
 use weir::formats::registry::SchemaType;
 use weir::formats::{DataFormat, Format, encode_json_values};
 

@@ -12,7 +12,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Headers;
 use serde_json::json;
-use weir::worker::{WorkerEvent, WorkerExit, WorkerOptions};
+use weir::stream::worker::{WorkerEvent, WorkerExit, WorkerOptions};
 
 use common::stream::{Harness, clicks, publisher};
 
@@ -185,7 +185,11 @@ async fn a_batch_of_several_decoded_runs_keeps_every_row_and_dead_letter_in_offs
     let smallest = values.iter().map(String::len).filter(|n| *n > long_url.len()).min().unwrap() as u64;
     for r in &e.offsets {
         let held = (r.last - r.first + 1) as u64 * smallest;
-        assert!(held > weir::buffer::DECODE_RUN_BYTES + 10_000, "partition {} held only {held} bytes", r.partition);
+        assert!(
+            held > weir::stream::buffer::DECODE_RUN_BYTES + 10_000,
+            "partition {} held only {held} bytes",
+            r.partition
+        );
     }
     w.stop().await;
     assert_exactly_once(&h, 11_996);
@@ -397,7 +401,7 @@ async fn two_workers_holding_the_same_partitions_commit_every_row_once() {
     // so every wave is raced for.
     let src_cfg = json!({"kafka.messages_rollover": 100_000, "kafka.time_rollover_seconds": 2});
     let racer = |group: &str| {
-        let connection = weir::source::KafkaConnection { group_id: Some(group.into()), ..h.connection() };
+        let connection = weir::publisher::source::KafkaConnection { group_id: Some(group.into()), ..h.connection() };
         common::stream::publisher(connection, &h.runtime, "read-clicks", "clicks", src_cfg.clone(), None)
     };
     let mut a = h.start(racer("racer-a"), fast_retries());
@@ -445,7 +449,7 @@ async fn owned_share(w: &mut common::stream::RunningWorker) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_node_memory_budget_closes_the_largest_buffer_early() {
     let mut h = Harness::new(1);
-    h.budget = std::sync::Arc::new(weir::buffer::MemoryBudget::new(2000));
+    h.budget = std::sync::Arc::new(weir::stream::buffer::MemoryBudget::new(2000));
     h.produce("clicks", &clicks(0, 40)).await;
     // No threshold of its own would close this batch for ten minutes.
     let mut w = h
@@ -508,7 +512,7 @@ async fn a_partition_new_to_the_catalog_starts_at_the_group_offset_or_by_reset()
     drop(earlier);
 
     // The group's offset for partition 0; partition 1 by the default reset, from its beginning.
-    let connection = weir::source::KafkaConnection { group_id: Some(group.into()), ..h.connection() };
+    let connection = weir::publisher::source::KafkaConnection { group_id: Some(group.into()), ..h.connection() };
     let src_cfg = json!({"kafka.time_rollover_seconds": 1});
     let publisher = common::stream::publisher(connection, &h.runtime, "read-clicks", "clicks", src_cfg, None);
     let mut w = h.start(publisher, WorkerOptions::default());
@@ -522,7 +526,8 @@ async fn a_partition_new_to_the_catalog_starts_at_the_group_offset_or_by_reset()
     assert_eq!(h.committed_event_ids().len() as u64, expected);
 
     // A new group reading from the end: what was there before is skipped, what comes after is read.
-    let connection = weir::source::KafkaConnection { group_id: Some("a-new-group".into()), ..h.connection() };
+    let connection =
+        weir::publisher::source::KafkaConnection { group_id: Some("a-new-group".into()), ..h.connection() };
     let src_cfg = json!({"kafka.time_rollover_seconds": 1, "kafka.auto_offset_reset": "latest"});
     let h2 = Harness {
         catalog: std::sync::Arc::new(weir::catalog::Catalog::open(&h.dir.path().join("second")).unwrap()),

@@ -107,14 +107,14 @@ fn decoder(schema: &SchemaRef, rows: usize) -> Decoder {
     ReaderBuilder::new(schema.clone()).with_batch_size(rows + 1).build_decoder().unwrap()
 }
 
-/// The values in runs of about [`weir::buffer::DECODE_RUN_BYTES`], as the worker hands them off.
+/// The values in runs of about [`weir::stream::buffer::DECODE_RUN_BYTES`], as the worker hands them off.
 fn runs_of(values: &[String]) -> Vec<Vec<&String>> {
     let mut runs = vec![Vec::new()];
     let mut bytes = 0;
     for v in values {
         runs.last_mut().unwrap().push(v);
         bytes += v.len() as u64;
-        if bytes >= weir::buffer::DECODE_RUN_BYTES {
+        if bytes >= weir::stream::buffer::DECODE_RUN_BYTES {
             runs.push(Vec::new());
             bytes = 0;
         }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use figures::{fmt, median};
 
 use arrow::array::RecordBatch;
-use weir::frames;
+use weir::plugin::frames;
 use weir::plugin::{Limits, Runtime, RuntimeConfig};
 
 fn time<T>(rounds: usize, mut f: impl FnMut() -> T) -> Duration {

@@ -2,7 +2,7 @@
 //! them, executions and stored dead letters. The embedded default is SQLite
 //! (WAL) in the data directory, parquet files beside it; several nodes share
 //! one on PostgreSQL (`weir serve --catalog postgres://…`). The same
-//! statements run on both (see [`db`]); `tests/catalog.rs` holds both to one
+//! statements run on both (see `db`); `tests/catalog.rs` holds both to one
 //! contract.
 //!
 //! The catalog's offsets are the source of truth for where each partition

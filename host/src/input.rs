@@ -12,7 +12,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::ipc::reader::{FileReader, StreamReader};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::frames::Frame;
+use crate::plugin::frames::Frame;
 
 const BATCH_ROWS: usize = 64 * 1024;
 /// Rows read to infer an NDJSON file's schema when none is given.

@@ -8,7 +8,7 @@ use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use serde_json::json;
 use weir::catalog::{BatchCommit, Catalog, CatalogError, Execution, NewVersion, PartitionRange, Timings, Txn, now_ms};
 use weir::plugin::OutputSink;
-use weir::stage::TableSink;
+use weir::stream::stage::TableSink;
 
 /// Commits a version of `events/t` with rows `ids` (and, when given, a
 /// column `extra`) straight through the catalog, as a worker does.
@@ -33,9 +33,9 @@ pub fn commit_version(
         last: ids.end - 1,
         expected: (ids.start > 0).then_some(ids.start),
     };
-    let path = weir::stage::table_file("events", "t", "topic", &[range]);
+    let path = weir::stream::stage::table_file("events", "t", "topic", &[range]);
     let mut sink = TableSink::new(catalog.store().scratch(&path), path);
-    sink.write("t", weir::frames::Frame { schema: batch.schema(), batches: vec![batch] }).unwrap();
+    sink.write("t", weir::plugin::frames::Frame { schema: batch.schema(), batches: vec![batch] }).unwrap();
     let written = sink.finish().unwrap().unwrap();
     let execution = Execution {
         id: 0,

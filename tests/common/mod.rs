@@ -21,7 +21,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use weir::frames;
+use weir::plugin::frames;
 use weir::plugin::{Declared, Runtime, RuntimeConfig};
 
 /// A loopback port nothing listens on (yet).

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use weir::embedded_broker::EmbeddedBroker;
+use weir::embedded::broker::EmbeddedBroker;
 
 pub const ADMIN: &str = "admin-token-for-tests";
 

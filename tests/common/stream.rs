@@ -11,13 +11,13 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-use weir::buffer::MemoryBudget;
 use weir::catalog::{Catalog, Execution};
-use weir::embedded_broker::EmbeddedBroker;
+use weir::embedded::broker::EmbeddedBroker;
 use weir::formats::{DataFormat, Format};
 use weir::plugin::{Limits, Runtime};
-use weir::source::{KafkaConnection, KafkaSource, SourceConfig};
-use weir::worker::{self, Node, StreamPublisher, WorkerEvent, WorkerExit, WorkerOptions};
+use weir::publisher::source::{KafkaConnection, KafkaSource, SourceConfig};
+use weir::stream::buffer::MemoryBudget;
+use weir::stream::worker::{self, Node, StreamPublisher, WorkerEvent, WorkerExit, WorkerOptions};
 
 pub const CLICKS_SCHEMA: &str = include_str!("../../guest-examples/data/clicks.json");
 

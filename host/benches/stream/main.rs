@@ -19,7 +19,7 @@ mod runs;
 use serde::Serialize;
 
 use common::tansu::Tansu;
-use weir::embedded_broker::EmbeddedBroker;
+use weir::embedded::broker::EmbeddedBroker;
 
 /// Messages per batch: the "64k-row batches" the targets speak of.
 pub const BATCH: usize = 65_536;

@@ -62,7 +62,7 @@ pub fn run_script(
         .arg(script)
         .args([bootstrap, "clicks", group, &timed.to_string(), &BATCH.to_string(), &SIZE_MB.to_string()])
         .arg(dir.path())
-        .args(weir::consume::CONSUMER_DEFAULTS.iter().chain(settings).map(|(k, v)| format!("{k}={v}")))
+        .args(weir::sources::kafka::CONSUMER_DEFAULTS.iter().chain(settings).map(|(k, v)| format!("{k}={v}")))
         .env("PYTHONWARNINGS", "ignore")
         .stderr(Stdio::piped())
         .output()

@@ -13,16 +13,16 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka_sys as rdsys;
 use tokio::sync::{mpsc, watch};
 
-use weir::buffer::MemoryBudget;
 use weir::catalog::{Catalog, Timings};
 use weir::cpu_time;
-use weir::embedded_registry::EmbeddedRegistry;
+use weir::embedded::registry::EmbeddedRegistry;
 use weir::formats::registry::{RegistryClient, SchemaType, value_subject};
 use weir::formats::writers::WriterSchemas;
 use weir::formats::{DataFormat, Decoder, Format};
 use weir::plugin::{Runtime, RuntimeConfig};
-use weir::source::{KafkaConnection, SchemaRegistry};
-use weir::worker::{self, Node, PublishStage, WorkerEvent, WorkerOptions};
+use weir::publisher::source::{KafkaConnection, SchemaRegistry};
+use weir::stream::buffer::MemoryBudget;
+use weir::stream::worker::{self, Node, PublishStage, WorkerEvent, WorkerOptions};
 
 use super::common;
 use super::common::stream::{self, CLICKS_SCHEMA};
@@ -213,7 +213,7 @@ fn consumer_config(bootstrap: &str, settings: &[(&str, &str)], group: &str) -> C
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false");
     // The same consumer settings as weir's.
-    for (k, v) in weir::consume::CONSUMER_DEFAULTS.iter().chain(settings) {
+    for (k, v) in weir::sources::kafka::CONSUMER_DEFAULTS.iter().chain(settings) {
         config.set(*k, *v);
     }
     config
@@ -241,7 +241,7 @@ fn runs_of(values: Vec<Vec<u8>>) -> Vec<Vec<weir::formats::RawMessage>> {
             weir::formats::RawMessage::new(partition, i as i64, Some(0), Some(key.as_bytes()), Some(value), vec![])
         })
         .collect();
-    let per_run = weir::buffer::DECODE_RUN_BYTES as usize / messages[0].size();
+    let per_run = weir::stream::buffer::DECODE_RUN_BYTES as usize / messages[0].size();
     messages.chunks(per_run).map(<[_]>::to_vec).collect()
 }
 
@@ -300,7 +300,13 @@ fn floor(broker: &Broker, registry: &EmbeddedRegistry, avro_id: u32) -> Floor {
     let clocks = Clocks::start(broker);
     for (i, batch) in rows.iter().enumerate() {
         let path = dir.path().join(format!("{i}.parquet"));
-        weir::stage::write_parquet(&path, &schema, std::slice::from_ref(batch), weir::stage::Kind::Table).unwrap();
+        weir::stream::stage::write_parquet(
+            &path,
+            &schema,
+            std::slice::from_ref(batch),
+            weir::stream::stage::Kind::Table,
+        )
+        .unwrap();
     }
     let (_, write) = clocks.stop(broker);
     let per_message = |cpu: Cpu| cpu.own * 1e6 / MESSAGES as f64;

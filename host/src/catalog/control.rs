@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::db::{Migration, Row, Sql, Value, args};
 use super::{Catalog, CatalogError, now_ms, sealed};
+use crate::publisher::source::KafkaConnection;
 use crate::secrets::Keyring;
-use crate::source::KafkaConnection;
 
 /// The collection key a tenant's collection has in the stream tables.
 pub fn scope(tenant: &str, collection: &str) -> String {

@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use super::db::{Row, Sql, args};
 use super::{Catalog, CatalogError};
+use crate::publisher::source::KafkaConnection;
 use crate::secrets::Keyring;
-use crate::source::KafkaConnection;
 
 /// What a key rotation did.
 #[derive(Debug, Clone, Serialize)]
@@ -129,8 +129,8 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use crate::catalog::{Catalog, Quotas};
+    use crate::publisher::source::{KafkaConnection, SaslCredentials, SaslMechanism};
     use crate::secrets::{Keyring, default_key_file};
-    use crate::source::{KafkaConnection, SaslCredentials, SaslMechanism};
 
     fn connection() -> KafkaConnection {
         KafkaConnection {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use weir::source::{KafkaConnection, SaslCredentials, SaslMechanism, SchemaRegistry, Tls};
+use weir::publisher::source::{KafkaConnection, SaslCredentials, SaslMechanism, SchemaRegistry, Tls};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConnectionArgs {

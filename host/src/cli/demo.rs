@@ -14,16 +14,16 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
-use weir::buffer::MemoryBudget;
 use weir::catalog::Catalog;
-use weir::embedded_broker::EmbeddedBroker;
-use weir::embedded_registry::EmbeddedRegistry;
+use weir::embedded::broker::EmbeddedBroker;
+use weir::embedded::registry::EmbeddedRegistry;
 use weir::formats::registry::{self, value_subject};
 use weir::formats::writers::RegistryEvent;
 use weir::formats::{DataFormat, Format};
 use weir::plugin::{Limits, Runtime, RuntimeConfig, human_bytes};
-use weir::source::{KafkaConnection, KafkaSource, SchemaRegistry, SourceConfig};
-use weir::worker::{self, Node, StreamPublisher, WorkerEvent, WorkerExit, WorkerOptions};
+use weir::publisher::source::{KafkaConnection, KafkaSource, SchemaRegistry, SourceConfig};
+use weir::stream::buffer::MemoryBudget;
+use weir::stream::worker::{self, Node, StreamPublisher, WorkerEvent, WorkerExit, WorkerOptions};
 
 /// The example publisher, built from guest-examples/read-clicks by build.rs.
 const READ_CLICKS: &[u8] = include_bytes!(concat!(env!("WEIR_GUESTS_DIR"), "/read_clicks.wasm"));

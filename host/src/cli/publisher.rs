@@ -113,7 +113,7 @@ fn inline_schema(path: &Path) -> anyhow::Result<String> {
     };
     let schema = doc.get_mut("source").and_then(|s| s.get_mut("kafka")).and_then(|k| k.get_mut("schema"));
     if let Some(toml::Value::String(spec)) = schema
-        && !weir::source::is_inline_schema(spec)
+        && !weir::publisher::source::is_inline_schema(spec)
     {
         let file = path.parent().unwrap_or(Path::new(".")).join(&*spec);
         *spec = std::fs::read_to_string(&file).with_context(|| format!("reading the schema {}", file.display()))?;

@@ -9,12 +9,12 @@ use arrow::datatypes::SchemaRef;
 use comfy_table::{Table, presets::NOTHING};
 use serde::Serialize;
 
-use weir::declaration::{Declaration, Resolved};
 use weir::formats::{Decoder, RawMessage, encode_json_values, json_schema};
-use weir::frames::{self, Frame};
 use weir::input;
+use weir::plugin::frames::{self, Frame};
 use weir::plugin::{Declared, Limits, LogLine, Origin, OutputTable, PluginLog, Runtime, RuntimeConfig, Timing};
-use weir::worker::table_name_for_topic;
+use weir::publisher::declaration::{Declaration, Resolved};
+use weir::stream::worker::table_name_for_topic;
 
 use super::Output;
 use super::units::{parse_duration, parse_size};
@@ -288,8 +288,13 @@ fn write_outputs(dir: &Path, tables: &[OutputTable]) -> anyhow::Result<Vec<Table
         .map(|table| {
             // Table names are checked by the runtime, so they are safe file names.
             let path = dir.join(format!("{}.parquet", table.name));
-            weir::stage::write_parquet(&path, &table.frame.schema, &table.frame.batches, weir::stage::Kind::Table)
-                .with_context(|| format!("writing {}", path.display()))?;
+            weir::stream::stage::write_parquet(
+                &path,
+                &table.frame.schema,
+                &table.frame.batches,
+                weir::stream::stage::Kind::Table,
+            )
+            .with_context(|| format!("writing {}", path.display()))?;
             Ok(table_report(table.name.clone(), &table.frame, path))
         })
         .collect()

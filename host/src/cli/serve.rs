@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use weir::serve::{ServeConfig, TlsFiles, serve};
-use weir::worker::WorkerOptions;
+use weir::stream::worker::WorkerOptions;
 
 use super::units::{parse_duration, parse_size};
 
@@ -102,8 +102,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// The in-process broker with `topics` (`NAME[:PARTITIONS]`), its address said.
-fn embedded_broker(topics: &[String]) -> anyhow::Result<weir::embedded_broker::EmbeddedBroker> {
-    let broker = weir::embedded_broker::EmbeddedBroker::start(1)?;
+fn embedded_broker(topics: &[String]) -> anyhow::Result<weir::embedded::broker::EmbeddedBroker> {
+    let broker = weir::embedded::broker::EmbeddedBroker::start(1)?;
     let mut made = Vec::new();
     for topic in topics {
         let (name, partitions) = match topic.split_once(':') {

@@ -10,13 +10,13 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::sync::watch;
 
-use weir::buffer::MemoryBudget;
 use weir::catalog::Catalog;
-use weir::declaration::Declaration;
 use weir::formats::registry::RegistryClient;
 use weir::formats::writers::{self, CrossCheckError};
 use weir::plugin::{Limits, Runtime, RuntimeConfig};
-use weir::worker::{self, Node, StreamPublisher, WorkerExit, WorkerOptions};
+use weir::publisher::declaration::Declaration;
+use weir::stream::buffer::MemoryBudget;
+use weir::stream::worker::{self, Node, StreamPublisher, WorkerExit, WorkerOptions};
 
 use super::connection::ConnectionArgs;
 use super::units::{parse_duration, parse_size};
@@ -55,7 +55,10 @@ pub struct Args {
 
 /// Registry mode: the declared schema must read what the registry holds. A
 /// registry that cannot be reached only warns: the worker waits for it.
-fn cross_check(registry: &weir::source::SchemaRegistry, source: &weir::source::KafkaSource) -> anyhow::Result<()> {
+fn cross_check(
+    registry: &weir::publisher::source::SchemaRegistry,
+    source: &weir::publisher::source::KafkaSource,
+) -> anyhow::Result<()> {
     let client = RegistryClient::new(registry)?;
     match writers::cross_check(&source.format, &client, &source.topic) {
         Ok(v) => {

@@ -641,8 +641,8 @@ mod tests {
     /// only when the id changes, and checks a path again only when it does).
     #[test]
     fn a_run_of_mixed_writers_and_message_paths_reads_each_message_with_its_own() {
-        use crate::embedded_registry::EmbeddedRegistry;
-        use crate::source::SchemaRegistry;
+        use crate::embedded::registry::EmbeddedRegistry;
+        use crate::publisher::source::SchemaRegistry;
         use registry::{RegistryClient, SchemaType, frame, value_subject};
 
         let registry = EmbeddedRegistry::start().unwrap();

@@ -9,6 +9,7 @@
 mod bindings;
 mod cache;
 mod error;
+pub mod frames;
 mod language;
 mod limits;
 mod load;

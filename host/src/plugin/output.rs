@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use arrow::datatypes::SchemaRef;
 
-use crate::frames::{self, Frame};
+use crate::plugin::frames::{self, Frame};
 
 use super::HostTime;
 use super::error::{OutputError, RunError, Trap, TrapKind};

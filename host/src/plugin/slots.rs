@@ -28,7 +28,7 @@ impl FrameBytes for arrow::buffer::Buffer {
     }
 }
 
-impl FrameBytes for crate::frames::Unframed {
+impl FrameBytes for crate::plugin::frames::Unframed {
     /// Framed here, as the plugin asks for it.
     fn into_bytes(self: Box<Self>) -> Result<Vec<u8>, ArrowError> {
         self.encode()

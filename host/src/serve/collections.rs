@@ -14,8 +14,8 @@ use super::api::{body, check_name};
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use crate::catalog::{Collection, Tenant};
-use crate::consume;
-use crate::source::KafkaConnection;
+use crate::publisher::source::KafkaConnection;
+use crate::sources::kafka;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -166,9 +166,9 @@ pub async fn check_broker(
     app: &App,
     connection: KafkaConnection,
     topic: Option<String>,
-) -> ApiResult<consume::BrokerCheck> {
+) -> ApiResult<kafka::BrokerCheck> {
     let timeout = app.config.check_timeout;
-    tokio::task::spawn_blocking(move || consume::check(&connection, topic.as_deref(), timeout))
+    tokio::task::spawn_blocking(move || kafka::check(&connection, topic.as_deref(), timeout))
         .await?
         .map_err(|e| ApiError::invalid(e.to_string()))
 }

@@ -14,7 +14,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::publishers::{build, find};
 use crate::catalog::{DeadLetterFilter, StoredDeadLetter};
-use crate::rerun::RerunError;
+use crate::stream::rerun::RerunError;
 
 /// One dead letter as the API shows it.
 fn view(d: &StoredDeadLetter) -> Value {
@@ -74,7 +74,7 @@ pub async fn show(
 
 /// `POST …/publishers/{p}/dead-letters/rerun?<the list's filters>`: the
 /// chosen letters through the publisher's current declaration and plugin, as
-/// one new table version (see [`crate::rerun`]).
+/// one new table version (see [`crate::stream::rerun`]).
 pub async fn rerun(
     Caller(tenant): Caller,
     State(app): State<Arc<App>>,
@@ -96,7 +96,7 @@ pub async fn rerun(
             record.collection.name, record.name
         )));
     }
-    let done = crate::rerun::rerun(&app.catalog, &app.runtime, &publisher, &record.key(), letters).await;
+    let done = crate::stream::rerun::rerun(&app.catalog, &app.runtime, &publisher, &record.key(), letters).await;
     match done {
         Ok(report) => Ok(Json(json!(report))),
         Err(RerunError::Gone(e)) => Err(ApiError::conflict(e.to_string())),

@@ -9,7 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::formats::writers::RegistryEvent;
-use crate::worker::WorkerEvent;
+use crate::stream::worker::WorkerEvent;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PublisherLabels {

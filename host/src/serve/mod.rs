@@ -25,11 +25,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::buffer::MemoryBudget;
 use crate::catalog::Catalog;
 use crate::plugin::{Runtime, RuntimeConfig};
 use crate::secrets::{Keyring, default_key_file};
-use crate::worker::{Node, WorkerOptions};
+use crate::stream::buffer::MemoryBudget;
+use crate::stream::worker::{Node, WorkerOptions};
 pub use auth::{new_token, token_sha256};
 use metrics::Metrics;
 use supervisor::Supervisor;

@@ -22,13 +22,13 @@ use super::metrics::PublisherLabels;
 use super::plugins;
 use super::supervisor::WorkerState;
 use crate::catalog::{Catalog, Execution, PublisherRecord, Tenant};
-use crate::consume::{self, CheckError};
-use crate::declaration::{Declaration, Resolved};
 use crate::formats::registry::{RegistryClient, value_subject};
 use crate::formats::{Format, writers};
 use crate::plugin::Limits;
-use crate::source::{KafkaConnection, SchemaRegistry};
-use crate::worker::{StreamPublisher, table_name_for_topic};
+use crate::publisher::declaration::{Declaration, Resolved};
+use crate::publisher::source::{KafkaConnection, SchemaRegistry};
+use crate::sources::kafka::{self, CheckError};
+use crate::stream::worker::{StreamPublisher, table_name_for_topic};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -252,7 +252,7 @@ fn lag(
     topic: &str,
     key: &str,
 ) -> Result<Vec<PartitionLag>, CheckError> {
-    let marks = consume::check(connection, Some(topic), Duration::from_secs(5))?.partitions.unwrap_or_default();
+    let marks = kafka::check(connection, Some(topic), Duration::from_secs(5))?.partitions.unwrap_or_default();
     let committed = catalog.offsets(key, topic).unwrap_or_default();
     Ok(marks
         .iter()

@@ -11,8 +11,8 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use serde_json::{Value, json};
 
 use super::log::{LogState, checkpoint_file, log_dir};
-use crate::stage::{self, Kind};
 use crate::store::Store;
+use crate::stream::stage::{self, Kind};
 
 /// Writes the checkpoint of `state` and points `_last_checkpoint` at it.
 pub(super) fn write(store: &Store, dir: &str, state: &LogState) -> anyhow::Result<()> {

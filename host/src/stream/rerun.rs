@@ -24,11 +24,11 @@ use crate::catalog::{
 use crate::formats::registry::RegistryClient;
 use crate::formats::writers::WriterSchemas;
 use crate::formats::{Decoder, RawMessage};
-use crate::frames::Unframed;
+use crate::plugin::frames::Unframed;
 use crate::plugin::{Declared, Runtime};
-use crate::stage::{self, TableSink};
+use crate::stream::stage::{self, TableSink};
+use crate::stream::worker::StreamPublisher;
 use crate::tables;
-use crate::worker::StreamPublisher;
 
 /// How long a re-run waits for the schema registry to give the writer
 /// schemas its letters name.

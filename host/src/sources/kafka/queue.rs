@@ -263,8 +263,8 @@ mod tests {
     use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
     use crate::catalog::Catalog;
-    use crate::embedded_broker::EmbeddedBroker;
-    use crate::source::{KafkaConnection, OffsetReset};
+    use crate::embedded::broker::EmbeddedBroker;
+    use crate::publisher::source::{KafkaConnection, OffsetReset};
 
     /// Partition 0's messages carry headers (see [`headers_of`]), partition 1's none.
     fn produce(bootstrap: &str, per_partition: std::ops::Range<usize>) {

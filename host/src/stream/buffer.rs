@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::catalog::PartitionRange;
 use crate::formats::RawMessage;
-use crate::source::{Rollover, RolloverReason};
+use crate::publisher::source::{Rollover, RolloverReason};
 
 /// A run of one partition's messages being decoded (stopped if dropped).
 pub type Decoding = crate::formats::DecodeTask;

@@ -17,7 +17,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use crate::formats::DeadLetter;
-use crate::source::KafkaConnection;
+use crate::publisher::source::KafkaConnection;
 
 /// How long a dead letter may take to be acknowledged before the batch fails (and is retried).
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);

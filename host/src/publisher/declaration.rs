@@ -22,8 +22,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::source::{self, DataFormat, KafkaSource, SourceConfig};
-use crate::worker::table_name_for_topic;
+use crate::publisher::source::{self, DataFormat, KafkaSource, SourceConfig};
+use crate::stream::worker::table_name_for_topic;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -18,8 +18,8 @@ use parquet::file::writer::SerializedFileWriter;
 use sha2::{Digest, Sha256};
 
 use crate::catalog::{DataFile, PartitionRange};
-use crate::frames::Frame;
 use crate::plugin::OutputSink;
+use crate::plugin::frames::Frame;
 use crate::tables::stats::delta_stats;
 use crate::tables::types::{TableTypes, delta_schema};
 

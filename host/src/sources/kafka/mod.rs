@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use crate::catalog::Catalog;
 use crate::formats::RawMessage;
-use crate::source::{KafkaConnection, OffsetReset};
+use crate::publisher::source::{KafkaConnection, OffsetReset};
 
 use queue::Forwarding;
 pub use queue::MessageQueue;

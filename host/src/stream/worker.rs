@@ -18,17 +18,17 @@ use rdkafka::error::KafkaResult;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::buffer::{Buffer, ClosedBatch, ClosedPartition, MemoryBudget};
 use crate::catalog::{BatchCommit, Catalog, CatalogError, Execution, NewVersion, PartitionRange, Timings, Txn, now_ms};
-use crate::consume::{self, Assignment, MessageQueue, WorkerConsumer};
-use crate::dead_letters::DeadLetterTopic;
 use crate::formats::registry::RegistryClient;
 use crate::formats::writers::{RegistryEvent, WriterSchemas};
 use crate::formats::{DeadLetter, Decoder, RawMessage};
-use crate::frames;
+use crate::plugin::frames;
 use crate::plugin::{Declared, Limits, OutputSink, Plugin, PluginLog, RunError, Runtime};
-use crate::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
-use crate::stage;
+use crate::publisher::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
+use crate::sources::kafka::{self, Assignment, MessageQueue, WorkerConsumer};
+use crate::stream::buffer::{Buffer, ClosedBatch, ClosedPartition, MemoryBudget};
+use crate::stream::dead_letters::DeadLetterTopic;
+use crate::stream::stage;
 use crate::tables;
 
 /// A stream publisher, resolved and ready to run.
@@ -279,7 +279,7 @@ pub async fn run(
         }
         tracing::warn!(publisher = %id, error = %format!("{e:#}"), "bringing the Delta log of the table up to the catalog (tried again before each batch)");
     }
-    let (consumer, queue, assignments) = consume::subscribe(
+    let (consumer, queue, assignments) = kafka::subscribe(
         &publisher.connection,
         &publisher.group_id(),
         publisher.source.config.auto_offset_reset,
@@ -413,7 +413,7 @@ impl Worker {
                 Some(received) = messages.next() => {
                     let mut received = Some(received);
                     let next = |_: &mut Self| {
-                        received.take().or_else(|| messages.next().now_or_never().flatten()).map(|r| r.and_then(|m| consume::to_raw(&m)))
+                        received.take().or_else(|| messages.next().now_or_never().flatten()).map(|r| r.and_then(|m| kafka::to_raw(&m)))
                     };
                     self.read(next, &mut buffer, &rollover)?.0
                 }
