@@ -20,11 +20,12 @@ use serde::Serialize;
 
 use crate::formats::DeadLetter;
 use crate::secrets::{Keyring, SecretError, default_key_file};
-use crate::tables::evolve::evolve;
+use evolve::evolve;
 
 mod control;
 mod db;
 mod dead_letters;
+pub mod evolve;
 mod plugins;
 mod sealed;
 mod versions;
@@ -61,7 +62,7 @@ pub enum CatalogError {
     RerunGone { topic: String, partition: i32, offset: i64 },
     /// The batch's columns cannot become a version of its table.
     #[error(transparent)]
-    Schema(#[from] crate::tables::evolve::SchemaMismatch),
+    Schema(#[from] evolve::SchemaMismatch),
     #[error(transparent)]
     Secrets(#[from] SecretError),
 }
@@ -84,7 +85,7 @@ pub struct NewVersion {
     pub files: Vec<DataFile>,
     pub rows: u64,
     /// The batch's columns, as a Delta schema: the first version's set the
-    /// table's; a later one may add columns ([`evolve`]).
+    /// table's; a later one may add columns ([`evolve()`]).
     pub schema: serde_json::Value,
     /// Where each partition the batch read resumes, as Delta transaction ids.
     pub txns: Vec<Txn>,

@@ -160,7 +160,7 @@ impl Keyring {
     /// Reads the key file, or when there is none and `generate` says so,
     /// generates it (mode 0600); `true`: it was generated now. A `<key
     /// file>.next` left by a rotation cut short is read too, for
-    /// [`crate::catalog::Catalog::open_with_key`] to finish.
+    /// `Catalog::open_with_key` to finish.
     pub fn open(path: &Path, generate: bool) -> Result<(Self, bool), SecretError> {
         let (current, generated) = if path.exists() {
             (SecretKey::read(path)?, false)

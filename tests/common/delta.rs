@@ -33,7 +33,7 @@ pub fn commit_version(
         last: ids.end - 1,
         expected: (ids.start > 0).then_some(ids.start),
     };
-    let path = weir::stream::stage::table_file("events", "t", "topic", &[range]);
+    let path = weir::tables::file::table_file("events", "t", "topic", &[range]);
     let mut sink = TableSink::new(catalog.store().scratch(&path), path);
     sink.write("t", weir::plugin::frames::Frame { schema: batch.schema(), batches: vec![batch] }).unwrap();
     let written = sink.finish().unwrap().unwrap();

@@ -300,13 +300,8 @@ fn floor(broker: &Broker, registry: &EmbeddedRegistry, avro_id: u32) -> Floor {
     let clocks = Clocks::start(broker);
     for (i, batch) in rows.iter().enumerate() {
         let path = dir.path().join(format!("{i}.parquet"));
-        weir::stream::stage::write_parquet(
-            &path,
-            &schema,
-            std::slice::from_ref(batch),
-            weir::stream::stage::Kind::Table,
-        )
-        .unwrap();
+        weir::tables::file::write_parquet(&path, &schema, std::slice::from_ref(batch), weir::tables::file::Kind::Table)
+            .unwrap();
     }
     let (_, write) = clocks.stop(broker);
     let per_message = |cpu: Cpu| cpu.own * 1e6 / MESSAGES as f64;

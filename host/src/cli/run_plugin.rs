@@ -13,8 +13,8 @@ use weir::formats::{Decoder, RawMessage, encode_json_values, json_schema};
 use weir::input;
 use weir::plugin::frames::{self, Frame};
 use weir::plugin::{Declared, Limits, LogLine, Origin, OutputTable, PluginLog, Runtime, RuntimeConfig, Timing};
+use weir::publisher::declaration::table_name_for_topic;
 use weir::publisher::declaration::{Declaration, Resolved};
-use weir::stream::worker::table_name_for_topic;
 
 use super::Output;
 use super::units::{parse_duration, parse_size};
@@ -288,11 +288,11 @@ fn write_outputs(dir: &Path, tables: &[OutputTable]) -> anyhow::Result<Vec<Table
         .map(|table| {
             // Table names are checked by the runtime, so they are safe file names.
             let path = dir.join(format!("{}.parquet", table.name));
-            weir::stream::stage::write_parquet(
+            weir::tables::file::write_parquet(
                 &path,
                 &table.frame.schema,
                 &table.frame.batches,
-                weir::stream::stage::Kind::Table,
+                weir::tables::file::Kind::Table,
             )
             .with_context(|| format!("writing {}", path.display()))?;
             Ok(table_report(table.name.clone(), &table.frame, path))

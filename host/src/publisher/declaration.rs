@@ -23,7 +23,6 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::publisher::source::{self, DataFormat, KafkaSource, SourceConfig};
-use crate::stream::worker::table_name_for_topic;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -118,6 +117,14 @@ impl Declaration {
             source: KafkaSource { topic: kafka.topic, format, config, dead_letter_topic: kafka.dead_letter_topic },
         })
     }
+}
+
+/// A topic's table name: the topic, lowercased, with characters a table name cannot hold replaced by `_`.
+pub fn table_name_for_topic(topic: &str) -> String {
+    topic
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c.to_ascii_lowercase() } else { '_' })
+        .collect()
 }
 
 #[cfg(test)]

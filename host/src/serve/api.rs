@@ -8,10 +8,9 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use serde::de::DeserializeOwned;
 
 use super::auth::Admin;
-use super::error::{ApiError, ApiResult};
+use super::error::ApiError;
 use super::{App, admin, collections, dead_letters, plugins, publishers, tables, tenants};
 
 pub fn router(app: Arc<App>) -> Router {
@@ -73,24 +72,4 @@ async fn metrics(_: Admin, State(app): State<Arc<App>>) -> impl IntoResponse {
     .unwrap_or_default();
     let text = app.supervisor.metrics().render(&app.supervisor.counts(), &nodes, &unlogged);
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text)
-}
-
-/// Parses a JSON request body, saying what is wrong with it.
-pub fn body<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the request body is not valid: {e}")))
-}
-
-/// Tenant, collection and table names: a letter, then letters, digits, `_` or `-`.
-pub fn check_name(kind: &str, name: &str) -> ApiResult<()> {
-    let mut chars = name.chars();
-    let ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        && name.len() <= 64;
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(format!(
-            "{kind} name {name:?} is invalid: use up to 64 letters, digits, `_` or `-`, starting with a letter"
-        )))
-    }
 }

@@ -19,8 +19,8 @@ use sha2::{Digest, Sha256};
 
 use super::App;
 use super::metrics::ClusterNode;
-use super::publishers;
 use super::supervisor::WorkerState;
+use super::workers;
 use crate::catalog::{NodeRecord, PublisherRecord, now_ms};
 
 /// This node, as the cluster knows it.
@@ -83,9 +83,9 @@ pub async fn reconcile(app: &Arc<App>) {
             Some(current) if *current == fingerprint => {}
             Some(_) => {
                 app.supervisor.stop(&key).await;
-                publishers::start(app, record, fingerprint).await;
+                workers::start(app, record, fingerprint).await;
             }
-            None => publishers::start(app, record, fingerprint).await,
+            None => workers::start(app, record, fingerprint).await,
         }
     }
 }

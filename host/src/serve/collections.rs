@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::App;
-use super::api::{body, check_name};
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
+use super::request::{body, check_name};
 use crate::catalog::{Collection, Tenant};
 use crate::publisher::source::KafkaConnection;
 use crate::sources::kafka;

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use super::App;
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
-use super::publishers::{build, find};
+use super::publishers::find;
+use super::workers::build;
 use crate::catalog::{DeadLetterFilter, StoredDeadLetter};
 use crate::stream::rerun::RerunError;
 

@@ -13,10 +13,12 @@ mod error;
 mod metrics;
 mod plugins;
 mod publishers;
+mod request;
 mod supervisor;
 mod tables;
 mod tenants;
 mod tls;
+mod workers;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

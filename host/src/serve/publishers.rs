@@ -13,22 +13,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::App;
-use super::api::body;
 use super::auth::Caller;
 use super::cluster;
 use super::collections::{self, check_broker};
 use super::error::{ApiError, ApiResult};
-use super::metrics::PublisherLabels;
 use super::plugins;
+use super::request::{body, resolve};
 use super::supervisor::WorkerState;
 use crate::catalog::{Catalog, Execution, PublisherRecord, Tenant};
 use crate::formats::registry::{RegistryClient, value_subject};
 use crate::formats::{Format, writers};
-use crate::plugin::Limits;
-use crate::publisher::declaration::{Declaration, Resolved};
+use crate::publisher::declaration::table_name_for_topic;
 use crate::publisher::source::{KafkaConnection, SchemaRegistry};
 use crate::sources::kafka::{self, CheckError};
-use crate::stream::worker::{StreamPublisher, table_name_for_topic};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -42,56 +39,6 @@ struct Registration {
     /// Replace a publisher of the same name.
     #[serde(default)]
     update: bool,
-}
-
-fn resolve(declaration: &str) -> ApiResult<Resolved> {
-    Declaration::parse(declaration)
-        .and_then(|d| d.resolve(None))
-        .map_err(|e| ApiError::invalid(format!("the publisher declaration is not valid: {e}")))
-}
-
-fn labels(record: &PublisherRecord) -> PublisherLabels {
-    PublisherLabels {
-        tenant: record.collection.tenant.clone(),
-        collection: record.collection.name.clone(),
-        publisher: record.name.clone(),
-    }
-}
-
-fn limits(tenant: &Tenant) -> Limits {
-    Limits {
-        memory_bytes: tenant.quotas.memory_limit_bytes,
-        deadline: Duration::from_millis(tenant.quotas.deadline_ms),
-        ..Limits::default()
-    }
-}
-
-/// Builds a registered publisher's worker input (blocking: loads the plugin).
-pub(super) fn build(app: &App, record: &PublisherRecord) -> anyhow::Result<StreamPublisher> {
-    let tenant = app.catalog.tenant(&record.collection.tenant)?.ok_or_else(|| anyhow::anyhow!("the tenant is gone"))?;
-    let connection = collections::connection(&record.collection).map_err(|e| anyhow::anyhow!(e.message))?.clone();
-    let resolved = resolve(&record.declaration).map_err(|e| anyhow::anyhow!(e.message))?;
-    Ok(StreamPublisher {
-        collection: record.collection.scope(),
-        name: resolved.name,
-        connection,
-        source: resolved.source,
-        flush_interval_mins: resolved.flush_interval_mins,
-        plugin: plugins::load(app, &record.plugin)?,
-        limits: limits(&tenant),
-    })
-}
-
-/// Starts a registered publisher's worker, or records why it cannot start
-/// (`fingerprint`: what it is started from, see [`cluster::fingerprint`]).
-pub(super) async fn start(app: &Arc<App>, record: &PublisherRecord, fingerprint: String) {
-    let (task_app, task_record) = (app.clone(), record.clone());
-    let built = tokio::task::spawn_blocking(move || build(&task_app, &task_record)).await;
-    match built {
-        Ok(Ok(publisher)) => app.supervisor.start(record.key(), labels(record), publisher, fingerprint),
-        Ok(Err(e)) => app.supervisor.failed(record.key(), labels(record), format!("{e:#}"), fingerprint),
-        Err(e) => app.supervisor.failed(record.key(), labels(record), e.to_string(), fingerprint),
-    }
 }
 
 /// On boot: every table's Delta log gets what the catalog committed (a crash

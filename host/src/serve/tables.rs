@@ -104,7 +104,7 @@ pub async fn vacuum(
     Path((collection, table)): Path<(String, String)>,
     bytes: axum::body::Bytes,
 ) -> ApiResult<Json<Value>> {
-    let req: VacuumRequest = super::api::body(&bytes)?;
+    let req: VacuumRequest = super::request::body(&bytes)?;
     if req.keep_versions < 1 {
         return Err(ApiError::invalid("keep_versions must be at least 1: the latest version is always kept"));
     }

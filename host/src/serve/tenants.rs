@@ -11,9 +11,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::App;
-use super::api::{body, check_name};
 use super::auth::{Admin, new_token as generate, token_sha256};
 use super::error::{ApiError, ApiResult};
+use super::request::{body, check_name};
 use crate::catalog::{Quotas, now_ms};
 
 #[derive(Deserialize)]

@@ -26,9 +26,10 @@ use crate::formats::writers::WriterSchemas;
 use crate::formats::{Decoder, RawMessage};
 use crate::plugin::frames::Unframed;
 use crate::plugin::{Declared, Runtime};
-use crate::stream::stage::{self, TableSink};
+use crate::stream::stage::TableSink;
 use crate::stream::worker::StreamPublisher;
 use crate::tables;
+use crate::tables::file;
 
 /// How long a re-run waits for the schema registry to give the writer
 /// schemas its letters name.
@@ -133,7 +134,7 @@ pub async fn rerun(
 
     // The plugin, as a batch of these rows would meet it.
     let table = publisher.output_table();
-    let key = stage::table_file(&publisher.collection, &table, &topic, &ranges);
+    let key = file::table_file(&publisher.collection, &table, &topic, &ranges);
     let sink = TableSink::new(catalog.store().scratch(&key), key);
     let declared = Declared::new(vec![topic.clone()], vec![table.clone()]);
     let publishing = Instant::now();

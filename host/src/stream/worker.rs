@@ -24,12 +24,14 @@ use crate::formats::writers::{RegistryEvent, WriterSchemas};
 use crate::formats::{DeadLetter, Decoder, RawMessage};
 use crate::plugin::frames;
 use crate::plugin::{Declared, Limits, OutputSink, Plugin, PluginLog, RunError, Runtime};
+use crate::publisher::declaration::table_name_for_topic;
 use crate::publisher::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
 use crate::sources::kafka::{self, Assignment, MessageQueue, WorkerConsumer};
 use crate::stream::buffer::{Buffer, ClosedBatch, ClosedPartition, MemoryBudget};
 use crate::stream::dead_letters::DeadLetterTopic;
 use crate::stream::stage;
 use crate::tables;
+use crate::tables::file;
 
 /// A stream publisher, resolved and ready to run.
 #[derive(Clone)]
@@ -61,14 +63,6 @@ impl StreamPublisher {
     pub fn rollover(&self) -> Rollover {
         self.source.config.rollover(self.flush_interval_mins)
     }
-}
-
-/// A topic's table name: the topic, lowercased, with characters a table name cannot hold replaced by `_`.
-pub fn table_name_for_topic(topic: &str) -> String {
-    topic
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c.to_ascii_lowercase() } else { '_' })
-        .collect()
 }
 
 /// What a worker shares with the other workers of its node.
@@ -664,7 +658,7 @@ impl Batches {
             let written: anyhow::Result<()> = paths
                 .iter()
                 .zip(&batches)
-                .try_for_each(|(path, rows)| stage::write_parquet(&dir.join(path), &schema, rows, stage::Kind::Staged));
+                .try_for_each(|(path, rows)| file::write_parquet(&dir.join(path), &schema, rows, file::Kind::Staged));
             match written {
                 Ok(()) => Ok(t.elapsed()),
                 Err(e) => Err((e, batches)),
@@ -697,7 +691,7 @@ impl Batches {
         // table's file as the plugin makes it.
         let t = Instant::now();
         let table = p.output_table();
-        let key = stage::table_file(&p.collection, &table, &p.source.topic, ranges);
+        let key = file::table_file(&p.collection, &table, &p.source.topic, ranges);
         let sink = stage::TableSink::new(self.node.catalog.store().scratch(&key), key);
         let published = async {
             // Dead letters go out, acknowledged, before any offset past them is committed.

@@ -1,4 +1,4 @@
-//! Tables: what a table can hold (`types`, `evolve`), its Delta log
+//! Tables: what a table can hold (`types`; `catalog::evolve` says how it may change), its Delta log
 //! (`delta`), and reading committed versions through that log.
 
 use std::io::Write;
@@ -15,7 +15,8 @@ use crate::catalog::{Catalog, CatalogError};
 use crate::store::{Blob, Store};
 
 pub mod delta;
-pub mod evolve;
+
+pub mod file;
 pub mod stats;
 pub mod types;
 pub mod vacuum;

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, DataFile};
 use crate::store::Store;
-use crate::stream::stage::{ParquetFile, table_file};
+use crate::tables::file::{Kind, ParquetFile, table_file};
 use arrow::datatypes::SchemaRef;
 
 use crate::tables::{self, Snapshot, delta, export_schema, read_batches};
@@ -161,7 +161,7 @@ fn compact(
         files: files.iter().map(|f| f.path.clone()).collect(),
     };
     let key = table_file(collection, table, "compacted", &[]);
-    let mut out = ParquetFile::create(&store.scratch(&key), schema, crate::stream::stage::Kind::Table)?;
+    let mut out = ParquetFile::create(&store.scratch(&key), schema, Kind::Table)?;
     let mut rows = 0;
     for batch in read_batches(store, &snapshot, schema) {
         let batch = batch?;

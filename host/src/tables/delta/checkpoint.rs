@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::log::{LogState, checkpoint_file, log_dir};
 use crate::store::Store;
-use crate::stream::stage::{self, Kind};
+use crate::tables::file::{self, Kind};
 
 /// Writes the checkpoint of `state` and points `_last_checkpoint` at it.
 pub(super) fn write(store: &Store, dir: &str, state: &LogState) -> anyhow::Result<()> {
@@ -35,7 +35,7 @@ pub(super) fn write(store: &Store, dir: &str, state: &LogState) -> anyhow::Resul
     decoder.serialize(&actions)?;
     let batch = decoder.flush()?.context("a checkpoint has actions")?;
     let version = state.version();
-    store.put(&checkpoint_file(dir, version), stage::parquet_bytes(&schema, &[batch], Kind::Table)?.into())?;
+    store.put(&checkpoint_file(dir, version), file::parquet_bytes(&schema, &[batch], Kind::Table)?.into())?;
     let hint = json!({ "version": version, "size": actions.len() });
     store.put(&format!("{}/_last_checkpoint", log_dir(dir)), hint.to_string().into())
 }

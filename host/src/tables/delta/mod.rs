@@ -48,10 +48,7 @@ pub const UNLOGGED_BOUND: usize = 3;
 
 const ENGINE: &str = concat!("weir/", env!("CARGO_PKG_VERSION"));
 
-/// A table's directory: its key in the store (relative to the data directory, by default).
-pub fn table_dir(collection: &str, table: &str) -> String {
-    format!("tables/{collection}/{table}")
-}
+pub use crate::tables::file::table_dir;
 
 /// The protocol a schema needs: the oldest readers can read it unless it
 /// has a timestamp without a time zone, a table feature.
