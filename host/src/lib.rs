@@ -17,6 +17,11 @@
 //! the rest are small helpers (`cpu_time`, `crash`, `files`, `memory`,
 //! `secrets`, `tls`).
 
+/// `weir --version`: this release, and the plugin contracts it serves (the
+/// WIT packages in `wit/`; see `CHANGELOG.md`).
+pub const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (plugins: weir:publisher 0.2.1, and 0.2.0 and 0.1.0 as built against them)");
+
 pub mod catalog;
 pub mod cpu_time;
 pub mod crash;

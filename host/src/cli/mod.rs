@@ -24,7 +24,7 @@ use client::Remote;
 #[derive(Debug, Parser)]
 #[command(
     name = "weir",
-    version,
+    version = weir::VERSION,
     about = "Kafka topics into versioned tables, each batch shaped by a sandboxed WebAssembly publisher"
 )]
 pub struct Cli {

@@ -25,7 +25,7 @@ pub mod v0_1 {
 }
 
 /// The `weir:publisher` interfaces a component may import, every version the
-/// host serves.
+/// host serves (`weir --version` names them too).
 pub const HOST_INTERFACES: &[&str] = &[
     "weir:publisher/host@0.2.1",
     "weir:publisher/types@0.2.1",
@@ -36,3 +36,14 @@ pub const HOST_INTERFACES: &[&str] = &[
     "weir:publisher/host@0.1.0",
     "weir:publisher/types@0.1.0",
 ];
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_version_names_every_contract_served() {
+        for interface in super::HOST_INTERFACES {
+            let version = interface.rsplit_once('@').expect("a versioned interface").1;
+            assert!(crate::VERSION.contains(version), "{version} is served but `weir --version` does not say so");
+        }
+    }
+}
