@@ -15,9 +15,10 @@ use weir::catalog::{Catalog, Execution};
 use weir::embedded::broker::EmbeddedBroker;
 use weir::formats::{DataFormat, Format};
 use weir::plugin::{Limits, Runtime};
+use weir::publisher::StreamPublisher;
 use weir::publisher::source::{KafkaConnection, KafkaSource, SourceConfig};
 use weir::stream::buffer::MemoryBudget;
-use weir::stream::worker::{self, Node, StreamPublisher, WorkerEvent, WorkerExit, WorkerOptions};
+use weir::stream::worker::{self, Node, WorkerEvent, WorkerExit, WorkerOptions};
 
 pub const CLICKS_SCHEMA: &str = include_str!("../../guest-examples/data/clicks.json");
 

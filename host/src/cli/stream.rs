@@ -14,9 +14,10 @@ use weir::catalog::Catalog;
 use weir::formats::registry::RegistryClient;
 use weir::formats::writers::{self, CrossCheckError};
 use weir::plugin::{Limits, Runtime, RuntimeConfig};
+use weir::publisher::StreamPublisher;
 use weir::publisher::declaration::Declaration;
 use weir::stream::buffer::MemoryBudget;
-use weir::stream::worker::{self, Node, StreamPublisher, WorkerExit, WorkerOptions};
+use weir::stream::worker::{self, Node, WorkerExit, WorkerOptions};
 
 use super::connection::ConnectionArgs;
 use super::units::{parse_duration, parse_size};

@@ -10,7 +10,8 @@ use tokio::task::JoinHandle;
 
 use super::metrics::{Metrics, PublisherLabels};
 use crate::formats::writers::RegistryEvent;
-use crate::stream::worker::{self, Node, StreamPublisher, WorkerEvent, WorkerExit, WorkerOptions};
+use crate::publisher::StreamPublisher;
+use crate::stream::worker::{self, Node, WorkerEvent, WorkerExit, WorkerOptions};
 
 /// What a registry-mode worker last heard from its schema registry.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -13,7 +13,7 @@ use super::plugins;
 use super::request::resolve;
 use crate::catalog::{PublisherRecord, Tenant};
 use crate::plugin::Limits;
-use crate::stream::worker::StreamPublisher;
+use crate::publisher::StreamPublisher;
 
 pub(super) fn labels(record: &PublisherRecord) -> PublisherLabels {
     PublisherLabels {

@@ -26,8 +26,8 @@ use crate::formats::writers::WriterSchemas;
 use crate::formats::{Decoder, RawMessage};
 use crate::plugin::frames::Unframed;
 use crate::plugin::{Declared, Runtime};
+use crate::publisher::StreamPublisher;
 use crate::stream::stage::TableSink;
-use crate::stream::worker::StreamPublisher;
 use crate::tables;
 use crate::tables::file;
 

@@ -23,47 +23,15 @@ use crate::formats::registry::RegistryClient;
 use crate::formats::writers::{RegistryEvent, WriterSchemas};
 use crate::formats::{DeadLetter, Decoder, RawMessage};
 use crate::plugin::frames;
-use crate::plugin::{Declared, Limits, OutputSink, Plugin, PluginLog, RunError, Runtime};
-use crate::publisher::declaration::table_name_for_topic;
-use crate::publisher::source::{KafkaConnection, KafkaSource, Rollover, RolloverReason};
+use crate::plugin::{Declared, OutputSink, PluginLog, RunError, Runtime};
+use crate::publisher::StreamPublisher;
+use crate::publisher::source::{Rollover, RolloverReason};
 use crate::sources::kafka::dead_letters::DeadLetterTopic;
 use crate::sources::kafka::{self, Assignment, MessageQueue, WorkerConsumer};
 use crate::stream::buffer::{Buffer, ClosedBatch, ClosedPartition, MemoryBudget};
 use crate::stream::stage;
 use crate::tables;
 use crate::tables::file;
-
-/// A stream publisher, resolved and ready to run.
-#[derive(Clone)]
-pub struct StreamPublisher {
-    pub collection: String,
-    pub name: String,
-    pub connection: KafkaConnection,
-    pub source: KafkaSource,
-    pub flush_interval_mins: u64,
-    pub plugin: Plugin,
-    pub limits: Limits,
-}
-
-impl StreamPublisher {
-    /// `collection/name`, the publisher's identity in the catalog.
-    pub fn id(&self) -> String {
-        format!("{}/{}", self.collection, self.name)
-    }
-
-    /// The output table is named after the topic.
-    pub fn output_table(&self) -> String {
-        table_name_for_topic(&self.source.topic)
-    }
-
-    pub fn group_id(&self) -> String {
-        self.connection.group_id.clone().unwrap_or_else(|| format!("weir.{}.{}", self.collection, self.name))
-    }
-
-    pub fn rollover(&self) -> Rollover {
-        self.source.config.rollover(self.flush_interval_mins)
-    }
-}
 
 /// What a worker shares with the other workers of its node.
 #[derive(Clone)]
