@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use weir::catalog::{Catalog, CatalogError};
 use weir::formats::{DataFormat, Format};
-use weir::stream::worker::{WorkerExit, WorkerOptions};
+use weir::stream::{WorkerExit, WorkerOptions};
 use weir::tables::{self, delta};
 
 use common::delta::commit_version;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use weir::formats::{DataFormat, Format};
-use weir::stream::worker::{WorkerExit, WorkerOptions};
+use weir::stream::{WorkerExit, WorkerOptions};
 use weir::tables::{self, delta};
 
 use common::peers::delta_py;
@@ -288,7 +288,7 @@ async fn a_log_that_cannot_take_versions_is_reported_and_its_publisher_waits_at_
     h.produce("clicks", &clicks(60, 600)).await;
     let error = w
         .next_matching(|e| match e {
-            weir::stream::worker::WorkerEvent::AttemptFailed { error, .. } => Some(error.clone()),
+            weir::stream::WorkerEvent::AttemptFailed { error, .. } => Some(error.clone()),
             _ => None,
         })
         .await;

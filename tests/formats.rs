@@ -16,7 +16,7 @@ use weir::formats::registry::value_subject;
 use weir::formats::writers::RegistryEvent;
 use weir::formats::{DataFormat, Format, protobuf};
 use weir::publisher::source::{KafkaConnection, SchemaRegistry};
-use weir::stream::worker::{WorkerEvent, WorkerOptions};
+use weir::stream::{WorkerEvent, WorkerOptions};
 
 use common::peers::{formats_py, test_file};
 use common::stream::{Harness, RunningWorker, publisher_with};

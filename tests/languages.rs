@@ -11,7 +11,7 @@ use arrow::array::{RecordBatch, StringArray};
 use arrow::compute::{concat_batches, sort_to_indices, take_record_batch};
 use serde_json::json;
 use weir::plugin::{Declared, Limits, RunError};
-use weir::stream::worker::WorkerOptions;
+use weir::stream::WorkerOptions;
 
 use common::stream::Harness;
 use common::{clicks, declared, frame, guest, js_guest, mixed, python_guest, runtime};

@@ -12,7 +12,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Headers;
 use serde_json::json;
-use weir::stream::worker::{WorkerEvent, WorkerExit, WorkerOptions};
+use weir::stream::{WorkerEvent, WorkerExit, WorkerOptions};
 
 use common::stream::{Harness, clicks, publisher};
 

@@ -2,13 +2,14 @@
 //! WebAssembly publisher.
 //!
 //! Modules follow the data. `publisher` is what an owner declares (the
-//! declaration, its source's settings); `sources` is what a worker reads from
-//! (`kafka`); `stream` is what one worker runs, in order: the open batch and
-//! its rollover, decoding through `formats` (messages to Arrow rows, one
-//! module per format), dead letters, staging, the `plugin` call (the
-//! sandboxed publisher, and the Arrow IPC `frames` tables cross it in), and
-//! the commit to the `catalog` (versions and offsets together), whose
-//! versions `tables` writes into each table's Delta log in the `store`.
+//! declaration, its source's settings); `sources` is what a worker reads from,
+//! behind one interface (`kafka` today); `stream` is what one worker runs, in
+//! order, knowing no source kind: the open batch and its rollover, decoding
+//! through `formats` (messages to Arrow rows, one module per format), dead
+//! letters, staging, the `plugin` call (the sandboxed publisher, and the
+//! Arrow IPC `frames` tables cross it in), and the commit to the `catalog`
+//! (versions and offsets together), whose versions `tables` writes into each
+//! table's Delta log in the `store`.
 //!
 //! The control plane sits on top: `serve` (`weir serve`: the HTTP API,
 //! tenants, the workers of every registered publisher, metrics) and `cli`

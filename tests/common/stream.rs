@@ -18,7 +18,8 @@ use weir::plugin::{Limits, Runtime};
 use weir::publisher::StreamPublisher;
 use weir::publisher::source::{KafkaConnection, KafkaSource, SourceConfig};
 use weir::stream::buffer::MemoryBudget;
-use weir::stream::worker::{self, Node, WorkerEvent, WorkerExit, WorkerOptions};
+use weir::stream::worker;
+use weir::stream::{Node, WorkerEvent, WorkerExit, WorkerOptions};
 
 pub const CLICKS_SCHEMA: &str = include_str!("../../guest-examples/data/clicks.json");
 

@@ -22,7 +22,8 @@ use weir::formats::{DataFormat, Decoder, Format};
 use weir::plugin::{Runtime, RuntimeConfig};
 use weir::publisher::source::{KafkaConnection, SchemaRegistry};
 use weir::stream::buffer::MemoryBudget;
-use weir::stream::worker::{self, Node, PublishStage, WorkerEvent, WorkerOptions};
+use weir::stream::worker;
+use weir::stream::{Node, PublishStage, WorkerEvent, WorkerOptions};
 
 use super::common;
 use super::common::stream::{self, CLICKS_SCHEMA};

@@ -24,7 +24,8 @@ use weir::plugin::{Limits, Runtime, RuntimeConfig, human_bytes};
 use weir::publisher::StreamPublisher;
 use weir::publisher::source::{KafkaConnection, KafkaSource, SchemaRegistry, SourceConfig};
 use weir::stream::buffer::MemoryBudget;
-use weir::stream::worker::{self, Node, WorkerEvent, WorkerExit, WorkerOptions};
+use weir::stream::worker;
+use weir::stream::{Node, WorkerEvent, WorkerExit, WorkerOptions};
 
 /// The example publisher, built from guest-examples/read-clicks by build.rs.
 const READ_CLICKS: &[u8] = include_bytes!(concat!(env!("WEIR_GUESTS_DIR"), "/read_clicks.wasm"));

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use weir::serve::{ServeConfig, TlsFiles, serve};
-use weir::stream::worker::WorkerOptions;
+use weir::stream::WorkerOptions;
 
 use super::units::{parse_duration, parse_size};
 

@@ -17,7 +17,8 @@ use weir::plugin::{Limits, Runtime, RuntimeConfig};
 use weir::publisher::StreamPublisher;
 use weir::publisher::declaration::Declaration;
 use weir::stream::buffer::MemoryBudget;
-use weir::stream::worker::{self, Node, WorkerExit, WorkerOptions};
+use weir::stream::worker;
+use weir::stream::{Node, WorkerExit, WorkerOptions};
 
 use super::connection::ConnectionArgs;
 use super::units::{parse_duration, parse_size};

@@ -9,7 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::formats::writers::RegistryEvent;
-use crate::stream::worker::WorkerEvent;
+use crate::stream::WorkerEvent;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PublisherLabels {
@@ -204,7 +204,7 @@ impl Metrics {
             WorkerEvent::Registry(RegistryEvent::Reachable) => {
                 self.registry_waiting.get_or_create(labels).set(0);
             }
-            WorkerEvent::BrokerRefused { .. } => {
+            WorkerEvent::SourceRefused { .. } => {
                 self.broker_refused.get_or_create(labels).set(1);
             }
             WorkerEvent::Assigned(_) => {

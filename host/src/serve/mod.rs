@@ -31,7 +31,7 @@ use crate::catalog::Catalog;
 use crate::plugin::{Runtime, RuntimeConfig};
 use crate::secrets::{Keyring, default_key_file};
 use crate::stream::buffer::MemoryBudget;
-use crate::stream::worker::{Node, WorkerOptions};
+use crate::stream::{Node, WorkerOptions};
 pub use auth::{new_token, token_sha256};
 use metrics::Metrics;
 use supervisor::Supervisor;

@@ -11,7 +11,8 @@ use tokio::task::JoinHandle;
 use super::metrics::{Metrics, PublisherLabels};
 use crate::formats::writers::RegistryEvent;
 use crate::publisher::StreamPublisher;
-use crate::stream::worker::{self, Node, WorkerEvent, WorkerExit, WorkerOptions};
+use crate::stream::worker;
+use crate::stream::{Node, WorkerEvent, WorkerExit, WorkerOptions};
 
 /// What a registry-mode worker last heard from its schema registry.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -131,7 +132,7 @@ impl Supervisor {
                     WorkerEvent::Committed(_) | WorkerEvent::Dropped { .. } => {
                         *task_retry.lock().unwrap_or_else(|e| e.into_inner()) = None;
                     }
-                    WorkerEvent::BrokerRefused { reason } => {
+                    WorkerEvent::SourceRefused { reason } => {
                         let mut view = task_refused.lock().unwrap_or_else(|e| e.into_inner());
                         let since_ms = view.as_ref().map_or_else(crate::catalog::now_ms, |v| v.since_ms);
                         *view = Some(RefusedView { error: reason.clone(), since_ms });

@@ -21,9 +21,7 @@ use serde::Serialize;
 use crate::catalog::{
     BatchCommit, Catalog, CatalogError, Execution, NewVersion, PartitionRange, StoredDeadLetter, Timings, now_ms,
 };
-use crate::formats::registry::RegistryClient;
-use crate::formats::writers::WriterSchemas;
-use crate::formats::{Decoder, RawMessage};
+use crate::formats::RawMessage;
 use crate::plugin::frames::Unframed;
 use crate::plugin::{Declared, Runtime};
 use crate::publisher::StreamPublisher;
@@ -81,7 +79,7 @@ pub async fn rerun(
     letters: Vec<StoredDeadLetter>,
 ) -> Result<Rerun, RerunError> {
     let started_at_ms = now_ms();
-    let topic = publisher.source.topic.clone();
+    let topic = publisher.source_name().to_string();
     let mut report = Rerun { chosen: letters.len(), ..Rerun::default() };
     // One run per partition, in offset order, as the worker decodes them.
     let mut runs: BTreeMap<i32, Vec<RawMessage>> = BTreeMap::new();
@@ -105,7 +103,7 @@ pub async fn rerun(
         runs.entry(letter.partition).or_default().push(message);
     }
 
-    let decoder = decoder(publisher)?;
+    let decoder = crate::sources::decoder(publisher, None)?;
     let decoding = Instant::now();
     let (mut frames, mut rerun, mut ranges) = (Vec::new(), Vec::new(), Vec::new());
     for (partition, mut messages) in runs {
@@ -179,19 +177,6 @@ pub async fn rerun(
         }
     }
     Ok(report)
-}
-
-/// The decoder of the publisher's current declaration (registry-framed where
-/// its connection has a registry).
-fn decoder(publisher: &StreamPublisher) -> anyhow::Result<Decoder> {
-    let writers = match &publisher.connection.schema_registry {
-        Some(registry) => {
-            let client = RegistryClient::new(registry).context("the collection's schema registry")?;
-            Some(WriterSchemas::new(client, publisher.source.format.clone(), &publisher.source.topic, None))
-        }
-        None => None,
-    };
-    Ok(Decoder::new(publisher.source.format.clone(), writers))
 }
 
 /// The version and the letters' removal, in one catalog transaction; the

@@ -1,0 +1,213 @@
+//! The Kafka source behind the worker's interface: the consumer's assignments
+//! become [`SourceEvent`]s, its messages are taken from the worker's own queue
+//! (or, the few fetched before their partition was forwarded there, from the
+//! consumer queue), and committed batches move the group's offsets.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures::future::BoxFuture;
+use futures::{FutureExt as _, StreamExt as _};
+use rdkafka::consumer::{CommitMode, Consumer as _};
+use rdkafka::error::KafkaResult;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use tokio::sync::mpsc;
+
+use super::consumer::{Assignment, WorkerConsumer, subscribe, to_raw};
+use super::dead_letters::DeadLetterTopic;
+use super::queue::MessageQueue;
+use crate::catalog::{Catalog, PartitionRange};
+use crate::formats::registry::RegistryClient;
+use crate::formats::writers::{Observer, WriterSchemas};
+use crate::formats::{DeadLetter, Decoder, RawMessage};
+use crate::publisher::StreamPublisher;
+use crate::sources::{Acknowledge, Opened, Ready, Source, SourceEvent};
+
+/// Opens a publisher's topic: a consumer in its group, subscribed, with the
+/// worker's queue in place; its dead-letter topic's producer; its decoder.
+pub fn open(publisher: &StreamPublisher, catalog: Arc<Catalog>, observer: Option<Observer>) -> anyhow::Result<Opened> {
+    let (id, topic) = (publisher.id(), publisher.source.topic.clone());
+    let (consumer, queue, assignments) = subscribe(
+        &publisher.connection,
+        &publisher.group_id(),
+        publisher.source.config.auto_offset_reset,
+        catalog,
+        &id,
+        &topic,
+    )
+    .with_context(|| format!("creating the Kafka consumer for {id}"))?;
+    let dead_letter_topic = match &publisher.source.dead_letter_topic {
+        Some(to) => Some(DeadLetterTopic::new(&publisher.connection, to)?),
+        None => None,
+    };
+    let decoder = decoder(publisher, observer)?;
+    let acks =
+        Arc::new(GroupOffsets { consumer: consumer.clone(), topic: topic.clone(), id: id.clone(), dead_letter_topic });
+    let source = Box::new(TopicSource {
+        consumer,
+        queue,
+        assignments,
+        topic,
+        id,
+        stray: VecDeque::new(),
+        from: From::Queue,
+        dry: true,
+    });
+    Ok(Opened { source, acks, decoder })
+}
+
+/// The decoder for a publisher's messages, through the connection's schema
+/// registry if it has one.
+pub fn decoder(publisher: &StreamPublisher, observer: Option<Observer>) -> anyhow::Result<Decoder> {
+    let format = publisher.source.format.clone();
+    let writers = match &publisher.connection.schema_registry {
+        Some(registry) => {
+            let client =
+                RegistryClient::new(registry).with_context(|| format!("the schema registry of {}", publisher.id()))?;
+            Some(WriterSchemas::new(client, format.clone(), &publisher.source.topic, observer))
+        }
+        None => None,
+    };
+    Ok(Decoder::new(format, writers))
+}
+
+/// Messages taken from the consumer queue in one go (see [`From::Stray`]).
+const STRAY_AT_ONCE: usize = 256;
+
+/// Where [`TopicSource::take`] reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum From {
+    /// The worker's queue, which assigned partitions are forwarded to.
+    Queue,
+    /// Messages that reached the consumer queue, fetched before their
+    /// partition was forwarded (the stream that serves rebalances hands them out).
+    Stray,
+}
+
+/// The reading half: one topic, in the publisher's consumer group.
+struct TopicSource {
+    consumer: Arc<WorkerConsumer>,
+    queue: MessageQueue,
+    assignments: mpsc::UnboundedReceiver<Assignment>,
+    topic: String,
+    /// The publisher's `collection/name`, for the logs.
+    id: String,
+    stray: VecDeque<KafkaResult<RawMessage>>,
+    from: From,
+    /// Whether the last take from the queue found it empty (librdkafka wakes
+    /// the worker only when the queue fills from empty).
+    dry: bool,
+}
+
+impl TopicSource {
+    fn event(&mut self, change: Assignment) -> SourceEvent {
+        match change {
+            Assignment::Assigned(offsets) => SourceEvent::Assigned(offsets),
+            Assignment::Revoked(partitions) => {
+                self.forget(&partitions);
+                SourceEvent::Revoked(partitions)
+            }
+            Assignment::Refused(reason) => SourceEvent::Refused(reason),
+        }
+    }
+
+    /// Drops what was taken of `partitions` and not read yet.
+    fn forget(&mut self, partitions: &[i32]) {
+        self.queue.forget(partitions);
+        self.stray.retain(|m| !matches!(m, Ok(m) if partitions.contains(&m.partition)));
+    }
+}
+
+impl Source for TopicSource {
+    fn ready(&mut self) -> BoxFuture<'_, Ready> {
+        Box::pin(async move {
+            if let Ok(change) = self.assignments.try_recv() {
+                return Ready::Event(self.event(change));
+            }
+            if !self.stray.is_empty() {
+                self.from = From::Stray;
+                return Ready::Messages;
+            }
+            if !self.dry {
+                // Reading stopped before the queue ran dry: look again at once.
+                self.queue.look_again();
+            }
+            // The stream also serves the consumer queue's rebalances and errors.
+            let consumer = self.consumer.clone();
+            let mut stream = consumer.stream();
+            tokio::select! {
+                biased;
+                Some(change) = self.assignments.recv() => Ready::Event(self.event(change)),
+                () = self.queue.ready() => {
+                    self.from = From::Queue;
+                    Ready::Messages
+                }
+                Some(received) = stream.next() => {
+                    self.stray.push_back(received.and_then(|m| to_raw(&m)));
+                    while self.stray.len() < STRAY_AT_ONCE
+                        && let Some(Some(received)) = stream.next().now_or_never()
+                    {
+                        self.stray.push_back(received.and_then(|m| to_raw(&m)));
+                    }
+                    self.from = From::Stray;
+                    Ready::Messages
+                }
+            }
+        })
+    }
+
+    fn take(&mut self) -> Option<anyhow::Result<RawMessage>> {
+        let taken = match self.from {
+            From::Stray => self.stray.pop_front(),
+            From::Queue => {
+                let taken = self.queue.next();
+                self.dry = taken.is_none();
+                taken
+            }
+        };
+        taken.map(|m| m.with_context(|| format!("consuming topic `{}`", self.topic)))
+    }
+
+    fn rewind(&mut self, positions: &BTreeMap<i32, Option<i64>>) {
+        self.forget(&positions.keys().copied().collect::<Vec<_>>());
+        for (&partition, offset) in positions {
+            let position = offset.map_or(Offset::Beginning, Offset::Offset);
+            if let Err(e) = self.consumer.seek(&self.topic, partition, position, Duration::from_secs(10)) {
+                tracing::warn!(publisher = %self.id, partition, error = %e, "seeking to read a dropped batch again");
+            }
+        }
+    }
+}
+
+/// The acknowledging half: the group's offsets, and the dead-letter topic.
+struct GroupOffsets {
+    consumer: Arc<WorkerConsumer>,
+    topic: String,
+    id: String,
+    dead_letter_topic: Option<DeadLetterTopic>,
+}
+
+impl Acknowledge for GroupOffsets {
+    fn dead_letters<'a>(&'a self, dead: &'a [DeadLetter]) -> BoxFuture<'a, anyhow::Result<Vec<DeadLetter>>> {
+        Box::pin(async move {
+            match &self.dead_letter_topic {
+                Some(to) if !dead.is_empty() => to.send(&self.topic, dead).await.map(|()| vec![]).map_err(Into::into),
+                Some(_) => Ok(vec![]),
+                None => Ok(dead.to_vec()),
+            }
+        })
+    }
+
+    /// Kafka's group offsets follow the catalog's, only so lag tools see progress.
+    fn committed(&self, ranges: &[PartitionRange]) {
+        let mut tpl = TopicPartitionList::new();
+        for r in ranges {
+            let _ = tpl.add_partition_offset(&self.topic, r.partition, Offset::Offset(r.last + 1));
+        }
+        if let Err(e) = self.consumer.commit(&tpl, CommitMode::Async) {
+            tracing::warn!(publisher = %self.id, error = %e, "committing group offsets (for lag tools) failed");
+        }
+    }
+}
