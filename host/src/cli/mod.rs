@@ -59,7 +59,7 @@ enum Command {
     Table(Remote<table::Command>),
     /// Executions (one per batch): list, show with the plugin's log.
     Execution(Remote<table::ExecutionCommand>),
-    /// Messages a publisher could not decode, kept in the catalog: list, show, export.
+    /// Messages a publisher could not decode, kept in the catalog: list, show, export, re-run.
     DeadLetters(Remote<dead_letters::Command>),
 }
 

@@ -367,6 +367,15 @@ mod tests {
 
     use super::*;
 
+    /// `docs/reference/declaration.md` documents every `src_cfg` key weir knows.
+    #[test]
+    fn the_declaration_reference_documents_every_src_cfg_key() {
+        let page = include_str!("../../../docs/reference/declaration.md");
+        for key in SRC_CFG_KEYS {
+            assert!(page.contains(&format!("| `{key}` |")), "docs/reference/declaration.md does not document {key}");
+        }
+    }
+
     #[test]
     fn a_server_refuses_settings_that_reach_its_files_or_run_its_commands() {
         let with = |key: &str| KafkaConnection {

@@ -257,3 +257,43 @@ impl Metrics {
         text
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `docs/reference/metrics.md` lists every metric the server registers.
+    #[test]
+    fn the_metrics_reference_lists_every_metric() {
+        let page = include_str!("../../../docs/reference/metrics.md");
+        // Families without a series are not rendered: give each one.
+        let m = Metrics::default();
+        let l = PublisherLabels { tenant: "t".into(), collection: "c".into(), publisher: "p".into() };
+        m.observe(
+            &l,
+            &WorkerEvent::Closed { reason: crate::publisher::source::RolloverReason::Time, messages: 1, bytes: 1 },
+        );
+        m.observe(&l, &WorkerEvent::AttemptFailed { attempt: 1, of: 5, error: "e".into(), retry_in: None });
+        m.observe(&l, &WorkerEvent::SourceRefused { reason: "r".into() });
+        m.observe(&l, &WorkerEvent::Registry(RegistryEvent::Reachable));
+        for family in [&m.batches_committed, &m.rows_committed, &m.dead_letters] {
+            family.get_or_create(&l).inc();
+        }
+        for family in [&m.plugin_seconds, &m.plugin_cpu_seconds] {
+            family.get_or_create(&l).inc();
+        }
+        m.publisher_failed(&l);
+        m.set_lag(&l, 0, 1);
+        let node =
+            ClusterNode { id: "n".into(), live: true, heartbeat_age_secs: 0.0, partitions: vec![("p".into(), 1)] };
+        let text = m.render(&[("consuming", 1)], &[node], &[("c".into(), "t".into(), 1)]);
+        let mut names = Vec::new();
+        for line in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+            let (name, kind) = line.split_once(' ').unwrap();
+            names.push(if kind == "counter" { format!("{name}_total") } else { name.to_string() });
+        }
+        assert!(names.len() >= 15, "{text}");
+        let missing: Vec<&String> = names.iter().filter(|n| !page.contains(&format!("`{n}`"))).collect();
+        assert!(missing.is_empty(), "docs/reference/metrics.md does not list {missing:?}");
+    }
+}
