@@ -26,13 +26,16 @@ mod control;
 mod db;
 mod dead_letters;
 pub mod evolve;
+mod executions;
 mod migrations;
+mod nodes;
 mod plugins;
 mod sealed;
 mod versions;
-pub use control::{Collection, NodeRecord, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
-use db::{Db, Sql, Value, args};
+pub use control::{Collection, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
+use db::{Db, Sql, args};
 pub use dead_letters::DeadLetterFilter;
+pub use nodes::NodeRecord;
 pub use plugins::{ModuleFacts, PluginModule, valid_plugin_name};
 pub use sealed::Rotation;
 
@@ -343,7 +346,7 @@ impl Catalog {
                     return Err(CatalogError::RerunGone { topic: batch.topic.to_string(), partition, offset });
                 }
             }
-            let execution_id = insert_execution(tx, batch.execution)?;
+            let execution_id = executions::insert_execution(tx, batch.execution)?;
             let mut version_number = None;
             if let Some(version) = &batch.version {
                 tx.execute(
@@ -452,22 +455,6 @@ impl Catalog {
         })
     }
 
-    /// Completes an execution's timings once its commit has been timed too.
-    pub fn set_timings(&self, execution: i64, timings: &Timings) -> Result<(), CatalogError> {
-        self.db.run(|sql| {
-            sql.execute(
-                "UPDATE executions SET timings = ?1 WHERE id = ?2",
-                args![serde_json::to_string(timings).expect("json"), execution],
-            )
-        })?;
-        Ok(())
-    }
-
-    /// Records an execution that committed nothing (a failed or dropped batch).
-    pub fn record(&self, execution: &Execution) -> Result<i64, CatalogError> {
-        self.db.run(|sql| insert_execution(sql, execution))
-    }
-
     /// A table's identity, giving it a Delta id if it has none yet (a table
     /// committed before weir wrote Delta logs). `None`: no such table.
     pub fn table_record(&self, collection: &str, table: &str) -> Result<Option<TableRecord>, CatalogError> {
@@ -501,51 +488,6 @@ impl Catalog {
         let rows =
             self.db.run(|sql| sql.query("SELECT collection, name FROM tables ORDER BY collection, name", &[]))?;
         rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?))).collect()
-    }
-
-    /// A publisher's executions, oldest first.
-    pub fn executions(&self, publisher: &str) -> Result<Vec<Execution>, CatalogError> {
-        self.query_executions("publisher = ?1 ORDER BY id", args![publisher])
-    }
-
-    /// A publisher's latest `limit` executions, newest first.
-    pub fn recent_executions(&self, publisher: &str, limit: u32) -> Result<Vec<Execution>, CatalogError> {
-        self.query_executions("publisher = ?1 ORDER BY id DESC LIMIT ?2", args![publisher, limit])
-    }
-
-    pub fn execution(&self, id: i64) -> Result<Option<Execution>, CatalogError> {
-        Ok(self.query_executions("id = ?1", args![id])?.pop())
-    }
-
-    fn query_executions(&self, filter: &str, args: &[Value]) -> Result<Vec<Execution>, CatalogError> {
-        let rows = self.db.run(|sql| {
-            sql.query(
-                &format!(
-                    "SELECT id, publisher, status, rollover_reason, rows_in, rows_out, dead_letters, offsets, table_version,
-                            started_at_ms, timings, plugin_log, error FROM executions WHERE {filter}"
-                ),
-                args,
-            )
-        })?;
-        rows.iter()
-            .map(|r| {
-                Ok(Execution {
-                    id: r.get(0)?,
-                    publisher: r.get(1)?,
-                    status: r.get(2)?,
-                    rollover_reason: r.get(3)?,
-                    rows_in: r.get(4)?,
-                    rows_out: r.get(5)?,
-                    dead_letters: r.get(6)?,
-                    offsets: parse_ranges(&r.get::<String>(7)?),
-                    table_version: r.get(8)?,
-                    started_at_ms: r.get(9)?,
-                    timings_ms: serde_json::from_str(&r.get::<String>(10)?).unwrap_or_default(),
-                    plugin_log: serde_json::from_str(&r.get::<String>(11)?).unwrap_or_default(),
-                    error: r.get(12)?,
-                })
-            })
-            .collect()
     }
 
     /// The tables of a collection key.
@@ -644,33 +586,4 @@ pub fn new_uuid() -> String {
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = hex::encode(b);
     format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
-}
-
-fn parse_ranges(text: &str) -> Vec<PartitionRange> {
-    let values: Vec<serde_json::Value> = serde_json::from_str(text).unwrap_or_default();
-    values
-        .iter()
-        .filter_map(|v| {
-            Some(PartitionRange {
-                partition: v.get("partition")?.as_i64()? as i32,
-                first: v.get("first")?.as_i64()?,
-                last: v.get("last")?.as_i64()?,
-                expected: None,
-            })
-        })
-        .collect()
-}
-
-fn insert_execution(sql: &mut dyn Sql, e: &Execution) -> Result<i64, CatalogError> {
-    sql.query_one(
-        "INSERT INTO executions (publisher, status, rollover_reason, rows_in, rows_out, dead_letters, offsets, table_version,
-                                 started_at_ms, timings, plugin_log, error)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
-        args![
-            &e.publisher, &e.status, &e.rollover_reason, e.rows_in as i64, e.rows_out as i64, e.dead_letters as i64,
-            serde_json::to_string(&e.offsets).expect("json"), e.table_version, e.started_at_ms,
-            serde_json::to_string(&e.timings_ms).expect("json"), e.plugin_log.to_string(), e.error.as_deref()
-        ],
-    )?
-    .get(0)
 }

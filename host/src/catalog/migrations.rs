@@ -155,7 +155,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     // last used, when it expires, when it was revoked.
     super::control::TOKENS_MIGRATION,
     // 5: the nodes of a cluster and their heartbeats.
-    super::control::NODES_MIGRATION,
+    super::nodes::NODES_MIGRATION,
     // 6: the Delta version that holds each table version. Other engines commit
     // to the same logs, so weir's version N is Delta version N only until one
     // does; NULL until the version is in the log (index: those `delta::sync`

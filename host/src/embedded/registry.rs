@@ -18,6 +18,9 @@
 //! served back as such, where Confluent's prints it as `.proto` text; asked for
 //! with `format=serialized` (as weir and Confluent's deserializers ask) both
 //! answer the same. Text `.proto` schemas are compiled to answer that.
+//!
+//! One file, about 700 lines: it is one REST surface over one in-memory
+//! store, and each handler reads best beside the state it changes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

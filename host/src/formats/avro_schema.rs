@@ -8,6 +8,9 @@
 //! naming the construct, and an incompatible writer schema is explained in a
 //! user's words ("field `geo.lat`: the writer's type is string, the declared
 //! type is double") rather than as a parse error.
+//!
+//! One file, about 660 lines with its tests: parsing, the checks and the
+//! resolution rules walk the same schema tree, case by case.
 
 use std::collections::{HashMap, HashSet};
 

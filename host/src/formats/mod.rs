@@ -21,10 +21,13 @@ pub mod avro;
 pub mod avro_schema;
 pub mod json;
 pub mod json_schema;
+mod message;
 pub mod protobuf;
 pub mod registry;
 mod rfc3339;
 pub mod writers;
+
+pub use message::{DeadLetter, RawMessage};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -456,68 +459,6 @@ fn protobuf_rows(declared: &protobuf::Declared, bodies: &[Body<'_>]) -> Rows {
         flush(&mut plan, &mut rows);
     }
     rows
-}
-
-/// One Kafka message, as consumed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawMessage {
-    pub partition: i32,
-    pub offset: i64,
-    /// Milliseconds since the epoch.
-    pub timestamp: Option<i64>,
-    pub headers: Vec<(String, Option<Vec<u8>>)>,
-    /// The key, then the value, in one allocation: the consumer copies every
-    /// message, and one allocation a message instead of two is measurably faster.
-    bytes: Vec<u8>,
-    /// The key's length, if there is a key.
-    key_len: Option<usize>,
-    /// Whether there is a value (a tombstone has none).
-    has_payload: bool,
-}
-
-impl RawMessage {
-    pub fn new(
-        partition: i32,
-        offset: i64,
-        timestamp: Option<i64>,
-        key: Option<&[u8]>,
-        payload: Option<&[u8]>,
-        headers: Vec<(String, Option<Vec<u8>>)>,
-    ) -> Self {
-        let (k, v) = (key.unwrap_or_default(), payload.unwrap_or_default());
-        let mut bytes = Vec::with_capacity(k.len() + v.len());
-        bytes.extend_from_slice(k);
-        bytes.extend_from_slice(v);
-        Self {
-            partition,
-            offset,
-            timestamp,
-            headers,
-            bytes,
-            key_len: key.map(<[u8]>::len),
-            has_payload: payload.is_some(),
-        }
-    }
-
-    pub fn key(&self) -> Option<&[u8]> {
-        self.key_len.map(|len| &self.bytes[..len])
-    }
-
-    pub fn payload(&self) -> Option<&[u8]> {
-        self.has_payload.then(|| &self.bytes[self.key_len.unwrap_or(0)..])
-    }
-
-    /// The bytes it holds, as counted against `kafka.size_rollover_mb`.
-    pub fn size(&self) -> usize {
-        self.bytes.len()
-    }
-}
-
-/// A message that could not be decoded, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadLetter {
-    pub message: RawMessage,
-    pub error: String,
 }
 
 /// A run of messages, decoded.

@@ -11,6 +11,10 @@
 //! Measured on the benchmark's click events (8 fields, a Timestamp), decoding
 //! alone: through prost-reflect's `DynamicMessage` (a message object, a map
 //! of fields, per value) 2.3 µs a message; this way 0.56 µs.
+//!
+//! One file, over 700 lines with its tests: the plan and the reader that walks
+//! it are one piece (each plan node is read by the function beside it), and
+//! split they would be read side by side anyway.
 
 use std::collections::HashMap;
 use std::sync::Arc;
