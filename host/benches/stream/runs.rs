@@ -384,7 +384,7 @@ fn connection(broker: &Broker, group: &str) -> KafkaConnection {
 struct Running {
     events: mpsc::UnboundedReceiver<WorkerEvent>,
     stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<anyhow::Result<worker::WorkerExit>>,
+    task: tokio::task::JoinHandle<anyhow::Result<weir::stream::WorkerExit>>,
     catalog: Arc<Catalog>,
     dir: tempfile::TempDir,
 }
