@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::ffi::{CStr, CString, c_void};
 use std::sync::{Arc, Mutex};
 
-use rdkafka::consumer::Consumer as _;
+use rdkafka::consumer::{Consumer as _, ConsumerContext, StreamConsumer};
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka_sys as rdsys;
@@ -25,7 +25,6 @@ use tokio::sync::Notify;
 
 use crate::formats::RawMessage;
 
-use super::WorkerConsumer;
 
 /// Messages taken from librdkafka in one call.
 const TAKE: usize = 256;
@@ -66,7 +65,7 @@ pub struct MessageQueue {
     queue: QueuePtr,
     /// The consumer is destroyed only after the queue: its destruction waits
     /// for the messages the queue holds.
-    _consumer: Arc<WorkerConsumer>,
+    _consumer: Arc<dyn std::any::Any + Send + Sync>,
     forwarding: Arc<Forwarding>,
     /// Notified by librdkafka when the queue goes from empty to not.
     ready: Arc<Notify>,
@@ -81,7 +80,11 @@ unsafe extern "C" fn wake(_rk: *mut rdsys::rd_kafka_t, ready: *mut c_void) {
 impl MessageQueue {
     /// A queue of `consumer`'s, to which `forwarding` (its rebalance
     /// callback's) sends assigned partitions from now on.
-    pub fn new(consumer: Arc<WorkerConsumer>, forwarding: Arc<Forwarding>) -> Self {
+    pub fn new<C>(consumer: Arc<StreamConsumer<C>>, forwarding: Arc<Forwarding>) -> Self
+    where
+        C: ConsumerContext + 'static,
+        StreamConsumer<C>: Send + Sync,
+    {
         let ready = Arc::new(Notify::new());
         // SAFETY: the client is alive; the callback's pointer stays valid until it is removed in Drop.
         let queue = unsafe {
