@@ -72,7 +72,7 @@ fn dict_limit(bytes: usize) -> WriterProperties {
 
 /// The dataset's JSON decoded by weir's own decoder, in four 64k-row batches.
 fn decoded() -> Vec<RecordBatch> {
-    let decoder = Decoder::new(Format::parse(DataFormat::Json, CLICKS_SCHEMA, None).unwrap(), None);
+    let decoder = Decoder::plain(Format::parse(DataFormat::Json, CLICKS_SCHEMA, None).unwrap());
     let values: Vec<String> = (0..MESSAGES).map(|i| dataset::message(i).1).collect();
     let messages = values
         .iter()

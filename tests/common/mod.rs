@@ -5,6 +5,7 @@
 pub mod delta;
 pub mod peers;
 pub mod postgres;
+pub mod relay;
 pub mod s3;
 pub mod serve;
 pub mod stream;

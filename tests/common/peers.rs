@@ -15,6 +15,11 @@ pub fn formats_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
     peer("formats.py", args, &[])
 }
 
+/// Runs `tests/peers/keys.py` (keyed messages with headers; pyarrow reading what weir committed) with `args`.
+pub fn keys_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    peer("keys.py", args, &[])
+}
+
 /// Runs `tests/peers/delta.py` (DuckDB, Polars and deltalake reading a Delta table) with `args`.
 pub fn delta_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
     delta_py_with(args, &[])

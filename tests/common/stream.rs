@@ -133,10 +133,8 @@ pub fn publisher_with(
         name: "read_clicks".into(),
         connection,
         source: KafkaSource {
-            topic: topic.into(),
-            format,
-            config: SourceConfig::parse(&src_cfg).expect("src_cfg"),
             dead_letter_topic: dead_letter_topic.map(str::to_string),
+            ..KafkaSource::new(topic, format, SourceConfig::parse(&src_cfg).expect("src_cfg"))
         },
         flush_interval_mins: 60,
         plugin: runtime.load(&super::guest(plugin)).expect("plugin"),

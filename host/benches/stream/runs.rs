@@ -18,7 +18,7 @@ use weir::cpu_time;
 use weir::embedded::registry::EmbeddedRegistry;
 use weir::formats::registry::{RegistryClient, SchemaType, value_subject};
 use weir::formats::writers::WriterSchemas;
-use weir::formats::{DataFormat, Decoder, Format};
+use weir::formats::{DataFormat, Decoder, Format, Key, Part};
 use weir::plugin::{Runtime, RuntimeConfig};
 use weir::publisher::source::{KafkaConnection, SchemaRegistry};
 use weir::stream::buffer::MemoryBudget;
@@ -276,19 +276,19 @@ fn decode_alone(
 /// against the declared schema) is measured the same way.
 fn floor(broker: &Broker, registry: &EmbeddedRegistry, avro_id: u32) -> Floor {
     const MESSAGES: usize = 4 * BATCH;
-    let json = Decoder::new(Format::parse(DataFormat::Json, CLICKS_SCHEMA, None).unwrap(), None);
+    let json = Decoder::plain(Format::parse(DataFormat::Json, CLICKS_SCHEMA, None).unwrap());
     let values: Vec<String> = (0..MESSAGES).map(|i| dataset::message(i).1).collect();
     let avro_values = weir::formats::encode_json_values(&dataset::avro_format(), &values, Some(avro_id)).unwrap();
     let json_runs = runs_of(values.iter().map(|v| v.clone().into_bytes()).collect());
     let client = RegistryClient::new(&SchemaRegistry { url: registry.url(), ..SchemaRegistry::default() }).unwrap();
-    let writers = WriterSchemas::new(client, dataset::avro_format(), AVRO_TOPIC, None);
+    let writers = WriterSchemas::new(client, dataset::avro_format(), value_subject(AVRO_TOPIC), None);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(writers.prepare([avro_id].into_iter()));
-    let avro = Decoder::new(dataset::avro_format(), Some(writers));
+    let avro = Decoder::new(Part::new(dataset::avro_format(), Some(writers)), Key::Bytes, true);
     let (_, avro_decode) = decode_alone(broker, &avro, runs_of(avro_values));
     let proto = Format::parse(DataFormat::Protobuf, CLICKS_PROTO, Some("weir.examples.Click")).unwrap();
     let proto_values = weir::formats::encode_json_values(&proto, &values, None).unwrap();
-    let (_, proto_decode) = decode_alone(broker, &Decoder::new(proto, None), runs_of(proto_values));
+    let (_, proto_decode) = decode_alone(broker, &Decoder::plain(proto), runs_of(proto_values));
     let (decoded, decode) = decode_alone(broker, &json, json_runs);
     let per_run = decoded[0].num_rows();
     let schema = decoded[0].schema();

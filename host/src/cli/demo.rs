@@ -141,12 +141,7 @@ async fn demo(args: Args) -> anyhow::Result<()> {
         collection: "events".into(),
         name: "read_clicks".into(),
         connection,
-        source: KafkaSource {
-            topic: args.topic.clone(),
-            format,
-            config: SourceConfig::parse(&src_cfg)?,
-            dead_letter_topic: None,
-        },
+        source: KafkaSource::new(args.topic.clone(), format, SourceConfig::parse(&src_cfg)?),
         flush_interval_mins: 1,
         plugin,
         limits: Limits::default(),

@@ -261,6 +261,11 @@ fn print_status(s: &Value) {
             );
         }
     }
+    let headers = if s["include_headers"] == Value::Bool(false) { "" } else { ", headers in _headers" };
+    println!("keys           {}{headers}", cell(&s["key_format"]));
+    if !s["start_from"].is_null() {
+        println!("starts from    {} (until its first commit)", cell(&s["start_from"]));
+    }
     if !s["dead_letter_topic"].is_null() {
         println!("dead letters   {}", cell(&s["dead_letter_topic"]));
     }
@@ -307,6 +312,14 @@ fn print_status(s: &Value) {
             "brokers        refuse this worker since {}: {} (nothing is read until they take it)",
             time(&refused["since_ms"]),
             cell(&refused["error"])
+        );
+    }
+    let unreachable = &s["broker_unreachable"];
+    if !unreachable.is_null() {
+        println!(
+            "brokers        unreachable since {}: {} (nothing is read until they answer; nothing is lost)",
+            time(&unreachable["since_ms"]),
+            cell(&unreachable["error"])
         );
     }
     match s["lag"].as_i64() {

@@ -9,7 +9,7 @@ use arrow::datatypes::SchemaRef;
 use comfy_table::{Table, presets::NOTHING};
 use serde::Serialize;
 
-use weir::formats::{Decoder, RawMessage, encode_json_values, json_schema};
+use weir::formats::{Decoder, Part, RawMessage, encode_json_values, json_schema};
 use weir::input;
 use weir::plugin::frames::{self, Frame};
 use weir::plugin::{Declared, Limits, LogLine, Origin, OutputTable, PluginLog, Runtime, RuntimeConfig, Timing};
@@ -217,7 +217,8 @@ fn decode_as_declared(declared: &Resolved, path: &Path, partition: i32) -> anyho
             Err(e) => dead.push(format!("{}:{}: {e}", path.display(), offset + 1)),
         }
     }
-    let decoded = Decoder::new(format.clone(), None).decode(messages);
+    let source = &declared.source;
+    let decoded = Decoder::new(Part::new(format.clone(), None), source.key.key(None), source.headers).decode(messages);
     dead.extend(decoded.dead.iter().map(|d| format!("{}:{}: {}", path.display(), d.message.offset + 1, d.error)));
     Ok((Frame { schema: decoded.batch.schema(), batches: vec![decoded.batch] }, dead))
 }

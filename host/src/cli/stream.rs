@@ -62,9 +62,11 @@ fn cross_check(
     source: &weir::publisher::source::KafkaSource,
 ) -> anyhow::Result<()> {
     let client = RegistryClient::new(registry)?;
-    match writers::cross_check(&source.format, &client, &source.topic) {
-        Ok(v) => {
-            tracing::info!(subject = %v.subject, version = v.version, id = v.id, "schema cross-checked against the registry");
+    match writers::cross_check_topic(&source.format, &source.key, &client, &source.topic) {
+        Ok(checked) => {
+            for v in checked {
+                tracing::info!(subject = %v.subject, version = v.version, id = v.id, "schema cross-checked against the registry");
+            }
             Ok(())
         }
         Err(e @ CrossCheckError::Registry(_)) => {

@@ -6,8 +6,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{ArrayRef, BinaryArray, Int32Array, Int64Array, RecordBatch, TimestampMicrosecondArray};
-use arrow::compute::concat_batches;
+use arrow::array::{
+    ArrayRef, BinaryArray, BinaryBuilder, Int32Array, Int64Array, ListArray, RecordBatch, StringArray, StringBuilder,
+    StructArray, TimestampMicrosecondArray, UInt32Array,
+};
+use arrow::buffer::OffsetBuffer;
+use arrow::compute::{concat_batches, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use super::writers::{self, Writer, WriterSchemas};
@@ -47,8 +51,9 @@ impl RunWriter {
 }
 
 /// Turns a run of one partition's messages into rows and dead letters, for
-/// any format, plain or registry-framed. Cheap to clone; clones share the
-/// registry's writer schemas.
+/// any format, plain or registry-framed: the value's columns, then the
+/// provenance columns with the key and (unless left out) the headers. Cheap
+/// to clone; clones share the registry's writer schemas.
 #[derive(Debug, Clone)]
 pub struct Decoder {
     inner: Arc<Inner>,
@@ -56,124 +61,112 @@ pub struct Decoder {
 
 #[derive(Debug)]
 struct Inner {
-    format: Format,
-    json: Option<json::JsonDecoder>,
-    writers: Option<WriterSchemas>,
+    value: Part,
+    key: Key,
+    headers: bool,
     output: SchemaRef,
 }
 
-impl Decoder {
-    /// A decoder of `format`; with `writers`, values are registry-framed.
+/// Values of one declared format, plain or registry-framed: a message's
+/// value, or its key.
+#[derive(Debug)]
+pub struct Part {
+    format: Format,
+    json: Option<json::JsonDecoder>,
+    writers: Option<WriterSchemas>,
+}
+
+/// What becomes of a message's key, the `_key` column.
+#[derive(Debug)]
+pub enum Key {
+    /// The bytes as they are (`Binary`).
+    Bytes,
+    /// UTF-8 text (`Utf8`); a key that is not is a dead letter.
+    String,
+    /// Decoded with its own declared format, a record becoming a struct.
+    Decoded(Part),
+}
+
+/// A part's values, decoded.
+struct PartRows {
+    /// The rows of the inputs that decoded, in order.
+    batch: RecordBatch,
+    /// Which message each row is.
+    messages: Vec<usize>,
+    /// Registry mode: the writer schema of each row.
+    ids: Vec<i32>,
+    failed: Vec<(usize, String)>,
+}
+
+impl Part {
+    /// Values of `format`; with `writers`, registry-framed.
     pub fn new(format: Format, writers: Option<WriterSchemas>) -> Self {
-        let mut fields: Vec<Field> = format.columns().fields().iter().map(|f| f.as_ref().clone()).collect();
-        fields.extend(provenance_fields());
-        if writers.is_some() {
-            fields.push(Field::new("_schema_id", DataType::Int32, false));
-        }
         let json = match &format {
             Format::Json { columns } => Some(json::JsonDecoder::new(columns.clone())),
             _ => None,
         };
-        Self { inner: Arc::new(Inner { format, json, writers, output: Arc::new(Schema::new(fields)) }) }
+        Self { format, json, writers }
     }
 
-    /// The schema of decoded rows: the declared columns, then the provenance columns.
-    pub fn output_schema(&self) -> &SchemaRef {
-        &self.inner.output
+    /// Waits (without holding a thread) until every writer schema `bytes` name is known.
+    async fn prepare<'m>(&self, bytes: impl Iterator<Item = &'m [u8]>) {
+        if let Some(writers) = &self.writers {
+            writers.prepare(bytes.filter_map(writers::schema_id)).await;
+        }
     }
 
-    /// The registry's writer schemas, in registry mode.
-    pub fn writers(&self) -> Option<&WriterSchemas> {
-        self.inner.writers.as_ref()
-    }
-
-    /// Decodes a run on the blocking pool; in registry mode it first waits
-    /// (without holding a thread) until every writer schema the run names is
-    /// known, through registry outages.
-    pub fn spawn(&self, messages: Vec<RawMessage>) -> DecodeTask {
-        let decoder = self.clone();
-        DecodeTask(match &self.inner.writers {
-            None => tokio::task::spawn_blocking(move || decoder.decode(messages)),
-            Some(_) => tokio::spawn(async move {
-                let writers = decoder.inner.writers.as_ref().expect("registry mode");
-                writers.prepare(messages.iter().filter_map(|m| writers::schema_id(m.payload()?))).await;
-                tokio::task::spawn_blocking(move || decoder.decode(messages)).await.expect("decoding does not panic")
-            }),
-        })
-    }
-
-    /// Decodes `messages` into one batch of the good ones, and dead letters for the rest.
-    pub fn decode(&self, messages: Vec<RawMessage>) -> Decoded {
-        let started = Instant::now();
-        let inner = &*self.inner;
-        let mut failed: Vec<(usize, String)> = Vec::new();
-        let mut bodies: Vec<Body<'_>> = Vec::with_capacity(messages.len());
-        let mut of_body: Vec<usize> = Vec::with_capacity(messages.len());
-        let mut schema_ids: Vec<i32> = Vec::new();
+    /// Decodes each `(message, bytes)` of `inputs`.
+    fn decode<'m>(&self, inputs: impl Iterator<Item = (usize, &'m [u8])>) -> PartRows {
+        let (mut bodies, mut of_body, mut ids, mut failed) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut last = None;
-        for (i, message) in messages.iter().enumerate() {
-            match self.body(message, &mut last) {
+        for (i, bytes) in inputs {
+            match self.body(bytes, &mut last) {
                 Ok((body, id)) => {
                     bodies.push(body);
                     of_body.push(i);
                     if let Some(id) = id {
-                        schema_ids.push(id as i32);
+                        ids.push(id as i32);
                     }
                 }
                 Err(reason) => failed.push((i, reason)),
             }
         }
-        let rows = match &inner.format {
-            Format::Json { .. } => inner.json.as_ref().expect("json decoder").decode(&bodies),
+        let rows = match &self.format {
+            Format::Json { .. } => self.json.as_ref().expect("json decoder").decode(&bodies),
             Format::Avro(declared) => avro::decode(declared, &bodies),
             Format::Protobuf(declared) => protobuf_rows(declared, &bodies),
         };
         drop(bodies);
-        let mut good: Vec<usize> = Vec::with_capacity(of_body.len());
-        let mut good_ids: Vec<i32> = Vec::with_capacity(schema_ids.len());
-        let mut bad = rows.failed.iter().peekable();
+        let mut messages: Vec<usize> = Vec::with_capacity(of_body.len());
+        let mut good_ids: Vec<i32> = Vec::with_capacity(ids.len());
+        let mut bad = rows.failed.into_iter().peekable();
         for (b, &m) in of_body.iter().enumerate() {
             if bad.peek().is_some_and(|(i, _)| *i == b) {
                 let (_, reason) = bad.next().expect("peeked");
-                failed.push((m, reason.clone()));
+                failed.push((m, reason));
             } else {
-                good.push(m);
-                if let Some(id) = schema_ids.get(b) {
+                messages.push(m);
+                if let Some(id) = ids.get(b) {
                     good_ids.push(*id);
                 }
             }
         }
-        let columns = inner.format.columns();
-        let declared = match rows.batches.len() {
+        let columns = self.format.columns();
+        let batch = match rows.batches.len() {
             0 => RecordBatch::new_empty(columns.clone()),
             1 => rows.batches.into_iter().next().expect("one batch"),
             _ => concat_batches(columns, &rows.batches).expect("batches of the declared columns"),
         };
-        let batch = self.with_provenance(declared, &messages, &good, inner.writers.is_some().then_some(&good_ids));
-        failed.sort_by_key(|(i, _)| *i);
-        let mut dead = Vec::with_capacity(failed.len());
-        let mut failed = failed.into_iter().peekable();
-        for (i, message) in messages.into_iter().enumerate() {
-            if failed.peek().is_some_and(|(f, _)| *f == i) {
-                let (_, error) = failed.next().expect("peeked");
-                dead.push(DeadLetter { message, error });
-            }
-        }
-        Decoded { batch, dead, took: started.elapsed() }
+        PartRows { batch, messages, ids: good_ids, failed }
     }
 
-    /// A message's value without its framing, or why it cannot be decoded.
-    /// `last` is the writer schema the run's previous framed message named:
-    /// a run's messages mostly share one, which is then looked up once.
-    fn body<'m>(
-        &self,
-        message: &'m RawMessage,
-        last: &mut Option<RunWriter>,
-    ) -> Result<(Body<'m>, Option<u32>), String> {
-        let value = message.payload().ok_or("the message has no value (a tombstone)")?;
-        let Some(writers) = &self.inner.writers else { return Ok((Body::plain(value), None)) };
-        let protobuf = self.inner.format.data_format() == DataFormat::Protobuf;
-        let framed = registry::unframe(value, protobuf)?;
+    /// A value without its framing, or why it cannot be decoded. `last` is
+    /// the writer schema the run's previous framed value named: a run's
+    /// values mostly share one, which is then looked up once.
+    fn body<'m>(&self, bytes: &'m [u8], last: &mut Option<RunWriter>) -> Result<(Body<'m>, Option<u32>), String> {
+        let Some(writers) = &self.writers else { return Ok((Body::plain(bytes), None)) };
+        let protobuf = self.format.data_format() == DataFormat::Protobuf;
+        let framed = registry::unframe(bytes, protobuf)?;
         let run_writer = match last {
             Some(w) if w.id == framed.schema_id => w,
             _ => match writers.get(framed.schema_id) {
@@ -189,31 +182,186 @@ impl Decoder {
         run_writer.check(&framed.message_indexes)?;
         Ok((Body { bytes: framed.body, writer: avro }, Some(framed.schema_id)))
     }
+}
 
-    fn with_provenance(
-        &self,
-        batch: RecordBatch,
-        messages: &[RawMessage],
-        good: &[usize],
-        ids: Option<&Vec<i32>>,
-    ) -> RecordBatch {
-        let rows = || good.iter().map(|&i| &messages[i]);
-        let mut columns = batch.columns().to_vec();
+impl Key {
+    fn data_type(&self) -> DataType {
+        match self {
+            Key::Bytes => DataType::Binary,
+            Key::String => DataType::Utf8,
+            Key::Decoded(part) => DataType::Struct(part.format.columns().fields().clone()),
+        }
+    }
+}
+
+impl Decoder {
+    /// A decoder of messages whose values are `value`, keys `key`, headers
+    /// kept as the `_headers` column when `headers`.
+    pub fn new(value: Part, key: Key, headers: bool) -> Self {
+        let mut fields: Vec<Field> = value.format.columns().fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.extend(provenance_fields(&key));
+        if value.writers.is_some() {
+            fields.push(Field::new("_schema_id", DataType::Int32, false));
+        }
+        if headers {
+            fields.push(headers_field());
+        }
+        Self { inner: Arc::new(Inner { value, key, headers, output: Arc::new(Schema::new(fields)) }) }
+    }
+
+    /// Plain values of `format`, keys as bytes, headers kept: the defaults.
+    pub fn plain(format: Format) -> Self {
+        Self::new(Part::new(format, None), Key::Bytes, true)
+    }
+
+    /// The schema of decoded rows: the declared columns, then the provenance columns.
+    pub fn output_schema(&self) -> &SchemaRef {
+        &self.inner.output
+    }
+
+    /// Decodes a run on the blocking pool; in registry mode it first waits
+    /// (without holding a thread) until every writer schema the run names is
+    /// known, through registry outages.
+    pub fn spawn(&self, messages: Vec<RawMessage>) -> DecodeTask {
+        let decoder = self.clone();
+        let framed_key = matches!(&self.inner.key, Key::Decoded(Part { writers: Some(_), .. }));
+        DecodeTask(if self.inner.value.writers.is_none() && !framed_key {
+            tokio::task::spawn_blocking(move || decoder.decode(messages))
+        } else {
+            tokio::spawn(async move {
+                let inner = &decoder.inner;
+                inner.value.prepare(messages.iter().filter_map(RawMessage::payload)).await;
+                if let Key::Decoded(key) = &inner.key {
+                    key.prepare(messages.iter().filter_map(RawMessage::key)).await;
+                }
+                tokio::task::spawn_blocking(move || decoder.decode(messages)).await.expect("decoding does not panic")
+            })
+        })
+    }
+
+    /// Decodes `messages` into one batch of the good ones, and dead letters
+    /// for the rest. A message's key is read first: one whose key does not
+    /// decode is a dead letter, its value not read.
+    pub fn decode(&self, messages: Vec<RawMessage>) -> Decoded {
+        let started = Instant::now();
+        let inner = &*self.inner;
+        let mut failed: Vec<(usize, String)> = Vec::new();
+        let keys = match &inner.key {
+            Key::Bytes => None,
+            Key::String => {
+                for (i, message) in messages.iter().enumerate() {
+                    if message.key().is_some_and(|k| std::str::from_utf8(k).is_err()) {
+                        failed.push((
+                            i,
+                            "the key is not UTF-8 text (the source declares key_format = \"string\")".into(),
+                        ));
+                    }
+                }
+                None
+            }
+            Key::Decoded(part) => {
+                let mut keys = part.decode(messages.iter().enumerate().filter_map(|(i, m)| Some((i, m.key()?))));
+                failed.extend(keys.failed.drain(..).map(|(i, reason)| (i, format!("the key: {reason}"))));
+                Some(keys)
+            }
+        };
+        failed.sort_by_key(|(i, _)| *i);
+        let key_failed: Vec<usize> = failed.iter().map(|(i, _)| *i).collect();
+        let mut values = Vec::with_capacity(messages.len());
+        let mut skip = key_failed.iter().peekable();
+        for (i, message) in messages.iter().enumerate() {
+            if skip.next_if_eq(&&i).is_some() {
+                continue;
+            }
+            match message.payload() {
+                Some(value) => values.push((i, value)),
+                None => failed.push((i, "the message has no value (a tombstone)".into())),
+            }
+        }
+        let mut rows = inner.value.decode(values.into_iter());
+        failed.append(&mut rows.failed);
+        let batch = self.with_provenance(rows, keys, &messages);
+        failed.sort_by_key(|(i, _)| *i);
+        let mut dead = Vec::with_capacity(failed.len());
+        let mut failed = failed.into_iter().peekable();
+        for (i, message) in messages.into_iter().enumerate() {
+            if failed.peek().is_some_and(|(f, _)| *f == i) {
+                let (_, error) = failed.next().expect("peeked");
+                dead.push(DeadLetter { message, error });
+            }
+        }
+        Decoded { batch, dead, took: started.elapsed() }
+    }
+
+    /// The values' rows with the provenance columns of their messages.
+    fn with_provenance(&self, rows: PartRows, keys: Option<PartRows>, messages: &[RawMessage]) -> RecordBatch {
+        let good = || rows.messages.iter().map(|&i| &messages[i]);
+        let mut columns = rows.batch.columns().to_vec();
+        let key: ArrayRef = match (&self.inner.key, keys) {
+            (Key::Decoded(_), Some(keys)) => {
+                // Each good message's key row; a message without a key has a null one.
+                let mut row_of: Vec<Option<u32>> = vec![None; messages.len()];
+                for (row, &i) in keys.messages.iter().enumerate() {
+                    row_of[i] = Some(row as u32);
+                }
+                let indices = UInt32Array::from_iter(rows.messages.iter().map(|&i| row_of[i]));
+                let keys = StructArray::from(keys.batch);
+                take(&keys, &indices, None).expect("indices of decoded keys")
+            }
+            (Key::String, _) => {
+                Arc::new(StringArray::from_iter(good().map(|m| m.key().and_then(|k| std::str::from_utf8(k).ok()))))
+            }
+            _ => Arc::new(BinaryArray::from_iter(good().map(RawMessage::key))),
+        };
         let extra: [ArrayRef; 4] = [
-            Arc::new(Int32Array::from_iter_values(rows().map(|m| m.partition))),
-            Arc::new(Int64Array::from_iter_values(rows().map(|m| m.offset))),
+            Arc::new(Int32Array::from_iter_values(good().map(|m| m.partition))),
+            Arc::new(Int64Array::from_iter_values(good().map(|m| m.offset))),
             Arc::new(
-                TimestampMicrosecondArray::from_iter(rows().map(|m| m.timestamp.map(|ms| ms * 1000)))
+                TimestampMicrosecondArray::from_iter(good().map(|m| m.timestamp.map(|ms| ms * 1000)))
                     .with_timezone("+00:00"),
             ),
-            Arc::new(BinaryArray::from_iter(rows().map(|m| m.key()))),
+            key,
         ];
         columns.extend(extra);
-        if let Some(ids) = ids {
-            columns.push(Arc::new(Int32Array::from(ids.clone())));
+        if self.inner.value.writers.is_some() {
+            columns.push(Arc::new(Int32Array::from(rows.ids)));
+        }
+        if self.inner.headers {
+            columns.push(headers_column(good()));
         }
         RecordBatch::try_new(self.inner.output.clone(), columns).expect("provenance columns match the output schema")
     }
+}
+
+/// The `_headers` column: each message's headers in order, repeated keys kept.
+fn headers_field() -> Field {
+    Field::new("_headers", DataType::List(Arc::new(Field::new_list_field(header_struct(), false))), false)
+}
+
+fn header_struct() -> DataType {
+    DataType::Struct(vec![Field::new("key", DataType::Utf8, false), Field::new("value", DataType::Binary, true)].into())
+}
+
+fn headers_column<'m>(messages: impl Iterator<Item = &'m RawMessage> + Clone) -> ArrayRef {
+    let count = messages.clone().map(|m| m.headers.len()).sum();
+    let mut offsets = Vec::with_capacity(messages.size_hint().0 + 1);
+    offsets.push(0i32);
+    let (mut keys, mut values) = (StringBuilder::with_capacity(count, count * 8), BinaryBuilder::new());
+    for message in messages {
+        for (key, value) in &message.headers {
+            keys.append_value(key);
+            values.append_option(value.as_deref());
+        }
+        offsets.push(offsets.last().copied().unwrap_or(0) + message.headers.len() as i32);
+    }
+    let DataType::Struct(fields) = header_struct() else { unreachable!("a struct") };
+    let entries = StructArray::new(fields, vec![Arc::new(keys.finish()), Arc::new(values.finish())], None);
+    Arc::new(ListArray::new(
+        Arc::new(Field::new_list_field(header_struct(), false)),
+        OffsetBuffer::new(offsets.into()),
+        Arc::new(entries),
+        None,
+    ))
 }
 
 /// A run being decoded. Dropping it stops the decoding: a run that waits for
@@ -283,13 +431,13 @@ pub struct Decoded {
     pub took: Duration,
 }
 
-/// The provenance columns appended to every decoded row.
-pub fn provenance_fields() -> [Field; 4] {
+/// The provenance columns appended to every decoded row (`_key` in the type `key` gives it).
+fn provenance_fields(key: &Key) -> [Field; 4] {
     [
         Field::new("_partition", DataType::Int32, false),
         Field::new("_offset", DataType::Int64, false),
         Field::new("_timestamp", DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())), true),
-        Field::new("_key", DataType::Binary, true),
+        Field::new("_key", key.data_type(), true),
     ]
 }
 
@@ -306,7 +454,7 @@ mod tests {
     }
 
     fn decoder(format: DataFormat, schema: &str, message: Option<&str>) -> Decoder {
-        Decoder::new(Format::parse(format, schema, message).unwrap(), None)
+        Decoder::plain(Format::parse(format, schema, message).unwrap())
     }
 
     fn offsets(decoded: &Decoded) -> Vec<i64> {
@@ -329,7 +477,7 @@ mod tests {
             tombstone,
         ]);
         let names: Vec<&str> = decoded.batch.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
-        assert_eq!(names, ["id", "name", "_partition", "_offset", "_timestamp", "_key"]);
+        assert_eq!(names, ["id", "name", "_partition", "_offset", "_timestamp", "_key", "_headers"]);
         assert_eq!(decoded.batch.column(0).as_primitive::<Int64Type>().values(), &[1, 2]);
         assert_eq!(offsets(&decoded), [10, 12]);
         assert!(decoded.batch.column(1).is_null(1));
@@ -382,7 +530,7 @@ mod tests {
         let values =
             encode_json_values(&format, &[r#"{"id": 7, "tags": ["a", "b"]}"#.into(), "{}".into()], None).unwrap();
         let decoded =
-            Decoder::new(format, None).decode(vec![msg(0, &values[0]), msg(1, &[0x0a, 0xff]), msg(2, &values[1])]);
+            Decoder::plain(format).decode(vec![msg(0, &values[0]), msg(1, &[0x0a, 0xff]), msg(2, &values[1])]);
         assert_eq!(decoded.batch.column(0).as_primitive::<Int64Type>().values(), &[7, 0]);
         let tags = decoded.batch.column(1).as_list::<i32>();
         assert_eq!((tags.value(0).len(), tags.value(1).len()), (2, 0));
@@ -406,7 +554,7 @@ mod tests {
         let evolved = "syntax = \"proto3\"; package p; message M { int64 id = 1; string note = 2; } message Other { string s = 1; }";
         let v2 = registry.register(&value_subject("t"), SchemaType::Protobuf, evolved, vec![]).unwrap();
         let client = RegistryClient::new(&SchemaRegistry { url: registry.url(), ..SchemaRegistry::default() }).unwrap();
-        let writers = writers::WriterSchemas::new(client, format.clone(), "t", None);
+        let writers = writers::WriterSchemas::new(client, format.clone(), value_subject("t"), None);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(writers.prepare([v1, v2].into_iter()));
         let value = |id: i64| encode_json_values(&format, &[format!(r#"{{"id": {id}}}"#)], None).unwrap().remove(0);
@@ -422,7 +570,7 @@ mod tests {
             frame(v1, Some(&[0]), &value(8)),
         ];
         let messages = framed.iter().enumerate().map(|(i, v)| msg(i as i64, v)).collect();
-        let decoded = Decoder::new(format, Some(writers)).decode(messages);
+        let decoded = Decoder::new(Part::new(format, Some(writers)), Key::Bytes, false).decode(messages);
         assert_eq!(decoded.batch.column(0).as_primitive::<Int64Type>().values(), &[1, 3, 4, 6, 8]);
         let ids = decoded.batch.column_by_name("_schema_id").unwrap().as_primitive::<arrow::datatypes::Int32Type>();
         assert_eq!(ids.values(), &[v1 as i32, v2 as i32, v2 as i32, v1 as i32, v1 as i32]);

@@ -2,8 +2,8 @@
 //! into record batches of the declared columns: `json` (with `json_schema`
 //! for its JSON Schema), `avro` (with `avro_schema`), `protobuf`; `registry`
 //! is the Confluent wire format and client, and `writers` the writer schemas a
-//! registry serves, resolved against the declared schema. [`Decoder`] is the
-//! one interface the stream worker uses: it does not learn which format it reads.
+//! registry serves, resolved against the declared schema. [`Decoder`]
+//! (in `decoder`) is the one interface the stream worker uses: it does not learn which format it reads.
 //!
 //! A message that does not decode becomes a dead letter with its reason, never
 //! a failed batch. Every row also carries where it came from, in these
@@ -14,8 +14,9 @@
 //! | `_partition` | `Int32`                     | the Kafka partition                   |
 //! | `_offset`    | `Int64`                     | the message's offset in the partition |
 //! | `_timestamp` | `Timestamp(µs, "+00:00")`   | the message's timestamp, if it has one (Kafka's are milliseconds; Delta's unit is the microsecond) |
-//! | `_key`       | `Binary`                    | the message's key, if it has one      |
+//! | `_key`       | `Binary`, `Utf8` or a struct | the message's key, if it has one, as `key_format` declares |
 //! | `_schema_id` | `Int32`                     | registry mode: the writer schema's id |
+//! | `_headers`   | `List<Struct<key: Utf8, value: Binary>>` | the headers in order, repeated keys kept (unless `include_headers = false`) |
 
 pub mod avro;
 pub mod avro_schema;
@@ -25,10 +26,10 @@ pub mod json_schema;
 mod message;
 pub mod protobuf;
 pub mod registry;
-mod rfc3339;
+pub mod rfc3339;
 pub mod writers;
 
-pub use decoder::{DecodeTask, Decoded, Decoder, provenance_fields};
+pub use decoder::{DecodeTask, Decoded, Decoder, Key, Part};
 pub use message::{DeadLetter, RawMessage};
 
 use std::sync::Arc;
@@ -130,6 +131,38 @@ impl Format {
             Self::Json { columns } => columns,
             Self::Avro(a) => &a.arrow,
             Self::Protobuf(p) => &p.arrow,
+        }
+    }
+}
+
+/// How a topic's keys are encoded, as declared (`key_format`, with
+/// `key_schema` and `key_message` for the decoded ones).
+#[derive(Debug, Clone)]
+pub enum KeyFormat {
+    /// The key's bytes as they are: `_key` is `Binary` (the default).
+    Bytes,
+    /// UTF-8 text: `_key` is `Utf8`.
+    String,
+    /// A record in a format of its own: `_key` is a struct of its columns.
+    Decoded(Format),
+}
+
+impl KeyFormat {
+    /// As declared (`key_format`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Bytes => "bytes",
+            Self::String => "string",
+            Self::Decoded(format) => format.data_format().as_str(),
+        }
+    }
+
+    /// The decoder's key; with `writers`, keys are registry-framed.
+    pub fn key(&self, writers: Option<writers::WriterSchemas>) -> Key {
+        match self {
+            Self::Bytes => Key::Bytes,
+            Self::String => Key::String,
+            Self::Decoded(format) => Key::Decoded(Part::new(format.clone(), writers)),
         }
     }
 }

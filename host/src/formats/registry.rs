@@ -63,6 +63,11 @@ pub fn value_subject(topic: &str) -> String {
     format!("{topic}-value")
 }
 
+/// The subject a topic's keys are registered under (TopicNameStrategy).
+pub fn key_subject(topic: &str) -> String {
+    format!("{topic}-key")
+}
+
 /// A framed value, split.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Framed<'a> {

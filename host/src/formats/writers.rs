@@ -121,15 +121,16 @@ pub fn schema_id(value: &[u8]) -> Option<u32> {
 }
 
 impl WriterSchemas {
-    pub fn new(client: RegistryClient, format: Format, topic: &str, observer: Option<Observer>) -> Self {
-        Self::with_backoff(client, format, topic, observer, (Duration::from_millis(500), Duration::from_secs(15)))
+    /// The writer schemas of `subject`'s messages, read as `format`.
+    pub fn new(client: RegistryClient, format: Format, subject: String, observer: Option<Observer>) -> Self {
+        Self::with_backoff(client, format, subject, observer, (Duration::from_millis(500), Duration::from_secs(15)))
     }
 
     /// With the first and the longest wait between tries while the registry is away.
     pub fn with_backoff(
         client: RegistryClient,
         format: Format,
-        topic: &str,
+        subject: String,
         observer: Option<Observer>,
         backoff: (Duration, Duration),
     ) -> Self {
@@ -137,7 +138,7 @@ impl WriterSchemas {
             inner: Arc::new(Shared {
                 client,
                 format,
-                subject: value_subject(topic),
+                subject,
                 known: RwLock::default(),
                 fetching: tokio::sync::Mutex::new(()),
                 observer,
@@ -339,15 +340,31 @@ pub enum CrossCheckError {
     Incompatible { subject: String, version: i64, id: u32, reason: String },
 }
 
-/// Cross-checks the declared schema against the latest version of the
-/// topic's subject (blocking): the declared schema must be able to read what
+/// Cross-checks a topic's declared value schema against its value subject
+/// and, when its keys are read with a schema, the key schema against its key
+/// subject. Returns the versions checked against.
+pub fn cross_check_topic(
+    value: &Format,
+    key: &super::KeyFormat,
+    client: &RegistryClient,
+    topic: &str,
+) -> Result<Vec<super::registry::SubjectVersion>, CrossCheckError> {
+    let mut checked = vec![cross_check(value, client, &value_subject(topic))?];
+    if let super::KeyFormat::Decoded(key) = key {
+        checked.push(cross_check(key, client, &super::registry::key_subject(topic))?);
+    }
+    Ok(checked)
+}
+
+/// Cross-checks the declared schema against the latest version of a
+/// subject (blocking): the declared schema must be able to read what
 /// the registry holds. Returns that version.
 pub fn cross_check(
     format: &Format,
     client: &RegistryClient,
-    topic: &str,
+    subject: &str,
 ) -> Result<super::registry::SubjectVersion, CrossCheckError> {
-    let subject = value_subject(topic);
+    let subject = subject.to_string();
     let expected = format.data_format().schema_type();
     let latest = client.version(&subject, "latest", expected).map_err(|e| match e {
         e if e.is_not_found() => CrossCheckError::NoSubject { url: client.url().to_string(), subject: subject.clone() },

@@ -10,6 +10,8 @@
 //! data_format = "json"                # or "avro", or "protobuf" with message = "pkg.Click"
 //! schema = "clicks.json"            # a path (relative to this file), or the schema inline
 //! dead_letter_topic = "clicks.dlq"  # optional
+//! key_format = "string"             # or "bytes" (the default), or "json"/"avro"/"protobuf" with key_schema
+//! include_headers = true            # the `_headers` column (the default)
 //! [source.kafka.src_cfg]
 //! "kafka.time_rollover_seconds" = 30
 //! ```
@@ -22,6 +24,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::formats::KeyFormat;
 use crate::publisher::source::{self, DataFormat, KafkaSource, SourceConfig};
 
 #[derive(Debug, Deserialize)]
@@ -50,8 +53,26 @@ pub struct KafkaSection {
     /// `data_format = "protobuf"`: the message each value holds (`pkg.Click`).
     pub message: Option<String>,
     pub dead_letter_topic: Option<String>,
+    /// How keys are encoded: `bytes` (the default), `string`, or a format read with `key_schema`.
+    pub key_format: Option<KeyFormatName>,
+    pub key_schema: Option<String>,
+    /// `key_format = "protobuf"`: the message each key holds.
+    pub key_message: Option<String>,
+    /// Whether rows carry the headers (`_headers`); true unless set false.
+    pub include_headers: Option<bool>,
     #[serde(default)]
     pub src_cfg: BTreeMap<String, toml::Value>,
+}
+
+/// The words `key_format` takes.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyFormatName {
+    Bytes,
+    String,
+    Json,
+    Avro,
+    Protobuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +91,14 @@ pub enum DeclarationError {
     MissingSchema,
     #[error("output_tables must be exactly [\"{expected}\"], the table named after the topic, not {given:?}")]
     OutputTables { expected: String, given: Vec<String> },
+    #[error(
+        "key_format = {0:?} needs `key_schema`: the schema of the keys (a file relative to the declaration, or inline)"
+    )]
+    MissingKeySchema(&'static str),
+    #[error("`{0}` is only for a key_format read with a schema (json, avro or protobuf), not key_format = {1:?}")]
+    KeySchemaUnused(&'static str, &'static str),
+    #[error("the key schema {0}")]
+    KeySchema(String),
     #[error(transparent)]
     Source(#[from] source::SourceError),
 }
@@ -106,16 +135,57 @@ impl Declaration {
         if self.output_tables != [expected.clone()] {
             return Err(DeclarationError::OutputTables { expected, given: self.output_tables });
         }
-        let schema_spec = kafka.schema.ok_or(DeclarationError::MissingSchema)?;
+        let schema_spec = kafka.schema.clone().ok_or(DeclarationError::MissingSchema)?;
         let format = source::load_format(kafka.data_format, &schema_spec, kafka.message.as_deref(), base_dir)?;
         let src_cfg =
             kafka.src_cfg.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default())).collect();
         let config = SourceConfig::parse(&src_cfg)?;
+        let key = key_format(&kafka, base_dir)?;
+        let kafka_topic = kafka.topic;
         Ok(Resolved {
             name: self.name,
             flush_interval_mins,
-            source: KafkaSource { topic: kafka.topic, format, config, dead_letter_topic: kafka.dead_letter_topic },
+            source: KafkaSource {
+                dead_letter_topic: kafka.dead_letter_topic,
+                key,
+                headers: kafka.include_headers.unwrap_or(true),
+                ..KafkaSource::new(kafka_topic, format, config)
+            },
         })
+    }
+}
+
+/// The declared key format, its schema read and parsed.
+fn key_format(kafka: &KafkaSection, base_dir: Option<&Path>) -> Result<KeyFormat, DeclarationError> {
+    let decoded = |format: DataFormat| -> Result<KeyFormat, DeclarationError> {
+        let spec = kafka.key_schema.as_deref().ok_or(DeclarationError::MissingKeySchema(format.as_str()))?;
+        let parsed =
+            source::load_format(format, spec, kafka.key_message.as_deref(), base_dir).map_err(|e| match e {
+                source::SourceError::Schema(reason) => DeclarationError::KeySchema(
+                    reason
+                        .replace("`message`", "`key_message`")
+                        .replace("each value holds (message", "each key holds (key_message"),
+                ),
+                other => other.into(),
+            })?;
+        Ok(KeyFormat::Decoded(parsed))
+    };
+    let plain = |key_format: KeyFormat, name: &'static str| match [
+        ("key_schema", &kafka.key_schema),
+        ("key_message", &kafka.key_message),
+    ]
+    .iter()
+    .find(|(_, v)| v.is_some())
+    {
+        Some((key, _)) => Err(DeclarationError::KeySchemaUnused(key, name)),
+        None => Ok(key_format),
+    };
+    match kafka.key_format.unwrap_or(KeyFormatName::Bytes) {
+        KeyFormatName::Bytes => plain(KeyFormat::Bytes, "bytes"),
+        KeyFormatName::String => plain(KeyFormat::String, "string"),
+        KeyFormatName::Json => decoded(DataFormat::Json),
+        KeyFormatName::Avro => decoded(DataFormat::Avro),
+        KeyFormatName::Protobuf => decoded(DataFormat::Protobuf),
     }
 }
 
@@ -185,6 +255,23 @@ mod tests {
                 "src_cfg `kafka.messages_rollover` must be a whole number greater than zero, not -1",
             ),
             (declaration(ok_top, &format!("{SCHEMA}\ncolour = \"blue\"")), "unknown field `colour`"),
+            (
+                declaration(ok_top, &format!("{SCHEMA}\nkey_format = \"avro\"")),
+                "key_format = \"avro\" needs `key_schema`",
+            ),
+            (
+                declaration(ok_top, &format!("{SCHEMA}\nkey_format = \"string\"\nkey_schema = \"k.json\"")),
+                "`key_schema` is only for a key_format read with a schema",
+            ),
+            (
+                declaration(
+                    ok_top,
+                    &format!(
+                        "{SCHEMA}\nkey_format = \"protobuf\"\nkey_schema = 'syntax = \"proto3\"; message K {{ string id = 1; }}'"
+                    ),
+                ),
+                "the key schema needs `key_message`",
+            ),
             (declaration(ok_top, SCHEMA).replace("\"json\"", "\"xml\""), "unknown variant `xml`"),
         ];
         for (text, expected) in cases {

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use crate::formats::DataFormat;
-use crate::formats::Format;
 pub use crate::formats::registry::SchemaRegistry;
+use crate::formats::{Format, KeyFormat};
 
 /// A `kafka-topic-in` connection: how to reach the brokers.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -211,8 +211,13 @@ impl RolloverReason {
 pub const DEFAULT_TIME_ROLLOVER_SECONDS: u64 = 60;
 
 /// The `src_cfg` keys weir knows. Anything else is an error.
-const SRC_CFG_KEYS: &[&str] =
-    &["kafka.time_rollover_seconds", "kafka.size_rollover_mb", "kafka.messages_rollover", "kafka.auto_offset_reset"];
+const SRC_CFG_KEYS: &[&str] = &[
+    "kafka.time_rollover_seconds",
+    "kafka.size_rollover_mb",
+    "kafka.messages_rollover",
+    "kafka.start_from",
+    "kafka.auto_offset_reset",
+];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SourceError {
@@ -222,19 +227,42 @@ pub enum SourceError {
     NotPositive { key: String, value: String },
     #[error("src_cfg `kafka.size_rollover_mb` must be a number greater than zero, not {0}")]
     BadSize(String),
-    #[error("src_cfg `kafka.auto_offset_reset` must be \"earliest\" or \"latest\", not {0}")]
-    BadOffsetReset(String),
+    #[error(
+        "src_cfg `{key}` must be \"earliest\", \"latest\"{or_time}, not {value}",
+        or_time = if key == &"kafka.start_from" { " or an RFC 3339 time (\"2026-12-01T00:00:00Z\")" } else { "" }
+    )]
+    BadStartFrom { key: &'static str, value: String },
+    #[error("src_cfg sets both `kafka.start_from` and `kafka.auto_offset_reset`: keep `kafka.start_from`")]
+    TwoStarts,
     #[error("flush_interval_mins must be a whole number of minutes, at least 1, not {0}")]
     BadFlushInterval(String),
     #[error("the schema {0}")]
     Schema(String),
 }
 
-/// Where a new consumer group starts on a partition the catalog has no offset for.
+/// Where a new publisher starts on a partition the catalog has no offset for
+/// (`kafka.start_from`), when its consumer group has none either.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OffsetReset {
+pub enum StartFrom {
     Earliest,
     Latest,
+    /// The first message at or after this time (milliseconds since the epoch),
+    /// or the end of the partition when there is none yet.
+    Time(i64),
+}
+
+impl StartFrom {
+    /// As `publisher status` shows it.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Earliest => "earliest".into(),
+            Self::Latest => "latest".into(),
+            Self::Time(ms) => {
+                humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis((*ms).max(0) as u64))
+                    .to_string()
+            }
+        }
+    }
 }
 
 /// `src_cfg`, checked.
@@ -243,7 +271,7 @@ pub struct SourceConfig {
     pub time_rollover_seconds: u64,
     pub size_rollover_mb: Option<f64>,
     pub messages_rollover: Option<u64>,
-    pub auto_offset_reset: OffsetReset,
+    pub start_from: StartFrom,
 }
 
 impl SourceConfig {
@@ -267,19 +295,17 @@ impl SourceConfig {
                 _ => return Err(SourceError::BadSize(v.to_string())),
             },
         };
-        let auto_offset_reset = match src_cfg.get("kafka.auto_offset_reset") {
-            None => OffsetReset::Earliest,
-            Some(v) => match v.as_str() {
-                Some("earliest") => OffsetReset::Earliest,
-                Some("latest") => OffsetReset::Latest,
-                _ => return Err(SourceError::BadOffsetReset(v.to_string())),
-            },
+        let start_from = match (src_cfg.get("kafka.start_from"), src_cfg.get("kafka.auto_offset_reset")) {
+            (Some(_), Some(_)) => return Err(SourceError::TwoStarts),
+            (None, None) => StartFrom::Earliest,
+            (Some(v), None) => start_from(v, "kafka.start_from", true)?,
+            (None, Some(v)) => start_from(v, "kafka.auto_offset_reset", false)?,
         };
         Ok(Self {
             time_rollover_seconds: whole("kafka.time_rollover_seconds")?.unwrap_or(DEFAULT_TIME_ROLLOVER_SECONDS),
             size_rollover_mb: size,
             messages_rollover: whole("kafka.messages_rollover")?,
-            auto_offset_reset,
+            start_from,
         })
     }
 
@@ -291,6 +317,19 @@ impl SourceConfig {
             size_bytes: self.size_rollover_mb.map(|mb| (mb * 1024.0 * 1024.0).ceil() as u64),
             messages: self.messages_rollover,
         }
+    }
+}
+
+/// `"earliest"`, `"latest"`, or (when `times`) an RFC 3339 time.
+fn start_from(v: &serde_json::Value, key: &'static str, times: bool) -> Result<StartFrom, SourceError> {
+    match v.as_str() {
+        Some("earliest") => Ok(StartFrom::Earliest),
+        Some("latest") => Ok(StartFrom::Latest),
+        Some(time) if times => match crate::formats::rfc3339::micros(time.trim().as_bytes()) {
+            Some(us) => Ok(StartFrom::Time(us.div_euclid(1000))),
+            None => Err(SourceError::BadStartFrom { key, value: v.to_string() }),
+        },
+        _ => Err(SourceError::BadStartFrom { key, value: v.to_string() }),
     }
 }
 
@@ -324,6 +363,17 @@ pub struct KafkaSource {
     pub format: Format,
     pub config: SourceConfig,
     pub dead_letter_topic: Option<String>,
+    /// How the messages' keys are encoded.
+    pub key: KeyFormat,
+    /// Whether rows carry the messages' headers (`_headers`).
+    pub headers: bool,
+}
+
+impl KafkaSource {
+    /// A source of `topic` in `format`, keys as bytes, headers kept.
+    pub fn new(topic: impl Into<String>, format: Format, config: SourceConfig) -> Self {
+        Self { topic: topic.into(), format, config, dead_letter_topic: None, key: KeyFormat::Bytes, headers: true }
+    }
 }
 
 /// Whether a declaration's `schema` is the schema itself rather than a file's
@@ -416,7 +466,7 @@ mod tests {
         let cases = [
             (
                 json!({"kafka.time_rollover_secs": 5}),
-                "unknown src_cfg key `kafka.time_rollover_secs`; known keys: kafka.time_rollover_seconds, kafka.size_rollover_mb, kafka.messages_rollover, kafka.auto_offset_reset",
+                "unknown src_cfg key `kafka.time_rollover_secs`; known keys: kafka.time_rollover_seconds, kafka.size_rollover_mb, kafka.messages_rollover, kafka.start_from, kafka.auto_offset_reset",
             ),
             (
                 json!({"kafka.time_rollover_seconds": 0}),
@@ -440,12 +490,29 @@ mod tests {
             ),
             (
                 json!({"kafka.auto_offset_reset": "middle"}),
-                "src_cfg `kafka.auto_offset_reset` must be \"earliest\" or \"latest\", not \"middle\"",
+                "src_cfg `kafka.auto_offset_reset` must be \"earliest\", \"latest\", not \"middle\"",
+            ),
+            (
+                json!({"kafka.start_from": "yesterday"}),
+                "src_cfg `kafka.start_from` must be \"earliest\", \"latest\" or an RFC 3339 time (\"2026-12-01T00:00:00Z\"), not \"yesterday\"",
+            ),
+            (
+                json!({"kafka.start_from": "latest", "kafka.auto_offset_reset": "latest"}),
+                "src_cfg sets both `kafka.start_from` and `kafka.auto_offset_reset`: keep `kafka.start_from`",
             ),
         ];
         for (input, expected) in cases {
             assert_eq!(cfg(input.clone()).unwrap_err().to_string(), expected, "{input}");
         }
+    }
+
+    #[test]
+    fn a_start_is_a_position_or_a_time() {
+        assert_eq!(cfg(json!({})).unwrap().start_from, StartFrom::Earliest);
+        assert_eq!(cfg(json!({"kafka.auto_offset_reset": "latest"})).unwrap().start_from, StartFrom::Latest);
+        let at = cfg(json!({"kafka.start_from": "2026-12-01T10:00:00.5+01:00"})).unwrap().start_from;
+        assert_eq!(at, StartFrom::Time(1_796_115_600_500));
+        assert_eq!(at.describe(), "2026-12-01T09:00:00.500Z");
     }
 
     #[test]

@@ -82,6 +82,8 @@ pub struct Metrics {
     registry_waiting: Family<PublisherLabels, Gauge>,
     batch_retrying: Family<PublisherLabels, Gauge>,
     broker_refused: Family<PublisherLabels, Gauge>,
+    broker_unreachable: Family<PublisherLabels, Gauge>,
+    broker_unreachable_since: Family<PublisherLabels, Gauge>,
     node_live: Family<NodeLabels, Gauge>,
     node_heartbeat_age: Family<NodeLabels, Gauge<f64, AtomicU64>>,
     node_partitions: Family<HeldLabels, Gauge>,
@@ -105,6 +107,8 @@ impl Default for Metrics {
             registry_waiting: Family::default(),
             batch_retrying: Family::default(),
             broker_refused: Family::default(),
+            broker_unreachable: Family::default(),
+            broker_unreachable_since: Family::default(),
             node_live: Family::default(),
             node_heartbeat_age: Family::default(),
             node_partitions: Family::default(),
@@ -143,6 +147,16 @@ impl Default for Metrics {
             "broker_refused",
             "1 while the brokers refuse a publisher's client (credentials, SASL mechanism or TLS)",
             m.broker_refused.clone(),
+        );
+        registry.register(
+            "broker_unreachable",
+            "1 while no broker can be reached from a publisher's client (nothing is read, nothing is lost)",
+            m.broker_unreachable.clone(),
+        );
+        registry.register(
+            "broker_unreachable_since_seconds",
+            "When the brokers became unreachable from a publisher's client, in seconds since the epoch (0: they are reachable)",
+            m.broker_unreachable_since.clone(),
         );
         registry.register(
             "cluster_node_live",
@@ -210,6 +224,15 @@ impl Metrics {
             WorkerEvent::Assigned(_) => {
                 self.broker_refused.get_or_create(labels).set(0);
             }
+            WorkerEvent::SourceUnreachable { .. } => {
+                if self.broker_unreachable.get_or_create(labels).set(1) == 0 {
+                    self.broker_unreachable_since.get_or_create(labels).set(crate::catalog::now_ms() / 1000);
+                }
+            }
+            WorkerEvent::SourceReachable => {
+                self.broker_unreachable.get_or_create(labels).set(0);
+                self.broker_unreachable_since.get_or_create(labels).set(0);
+            }
             WorkerEvent::Revoked(_) | WorkerEvent::Registry(RegistryEvent::Schema { .. }) => {}
         }
     }
@@ -275,6 +298,7 @@ mod tests {
         );
         m.observe(&l, &WorkerEvent::AttemptFailed { attempt: 1, of: 5, error: "e".into(), retry_in: None });
         m.observe(&l, &WorkerEvent::SourceRefused { reason: "r".into() });
+        m.observe(&l, &WorkerEvent::SourceUnreachable { reason: "r".into() });
         m.observe(&l, &WorkerEvent::Registry(RegistryEvent::Reachable));
         for family in [&m.batches_committed, &m.rows_committed, &m.dead_letters] {
             family.get_or_create(&l).inc();

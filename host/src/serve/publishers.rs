@@ -22,7 +22,7 @@ use super::request::{body, resolve};
 use super::supervisor::WorkerState;
 use crate::catalog::{Catalog, Execution, PublisherRecord, Tenant};
 use crate::formats::registry::{RegistryClient, value_subject};
-use crate::formats::{Format, writers};
+use crate::formats::{Format, KeyFormat, writers};
 use crate::publisher::declaration::table_name_for_topic;
 use crate::publisher::source::{KafkaConnection, SchemaRegistry};
 use crate::sources::kafka::{self, CheckError};
@@ -97,7 +97,10 @@ pub async fn register(
     let topic = resolved.source.topic.clone();
     check_broker(&app, connection.clone(), Some(topic.clone())).await?;
     let cross_checked = match &connection.schema_registry {
-        Some(registry) => Some(cross_check(registry.clone(), resolved.source.format.clone(), topic.clone()).await?),
+        Some(registry) => Some(
+            cross_check(registry.clone(), resolved.source.format.clone(), resolved.source.key.clone(), topic.clone())
+                .await?,
+        ),
         None => None,
     };
 
@@ -124,14 +127,14 @@ pub async fn register(
 /// Registry mode: the declared schema must read what the registry holds for
 /// the topic's subject. A 422 that names the field and both types otherwise,
 /// or says the registry or the subject is missing.
-async fn cross_check(registry: SchemaRegistry, format: Format, topic: String) -> ApiResult<String> {
+async fn cross_check(registry: SchemaRegistry, format: Format, key: KeyFormat, topic: String) -> ApiResult<String> {
     tokio::task::spawn_blocking(move || {
         let client = RegistryClient::new(&registry).map_err(|e| ApiError::invalid(e.to_string()))?;
-        let latest = writers::cross_check(&format, &client, &topic).map_err(|e| ApiError::invalid(e.to_string()))?;
-        Ok(format!(
-            "schema cross-checked against the registry (subject {}, version {}, id {})",
-            latest.subject, latest.version, latest.id
-        ))
+        let checked =
+            writers::cross_check_topic(&format, &key, &client, &topic).map_err(|e| ApiError::invalid(e.to_string()))?;
+        let subjects: Vec<String> =
+            checked.iter().map(|v| format!("subject {}, version {}, id {}", v.subject, v.version, v.id)).collect();
+        Ok(format!("schema cross-checked against the registry ({})", subjects.join("; ")))
     })
     .await?
 }
@@ -270,9 +273,20 @@ pub async fn status(
         let (task_app, scope, table) = (app.clone(), record.collection.scope(), table_name_for_topic(&source.topic));
         tokio::task::spawn_blocking(move || crate::tables::delta::lag(&task_app.catalog, &scope, &table)).await??
     };
+    let unreachable = app.supervisor.unreachable(&record.key());
+    // The worker cannot reach its brokers: whatever a check from here says, its lag is not known.
+    let lag = match &unreachable {
+        Some(trouble) => Err(format!("unknown: the worker cannot reach its brokers ({})", trouble.error)),
+        None => lag,
+    };
     let (lag_total, lag_error) = match &lag {
         Ok(partitions) => (Some(partitions.iter().map(|p| p.lag).sum::<i64>()), None),
         Err(e) => (None, Some(e.clone())),
+    };
+    // Where a new publisher starts, until it has committed somewhere.
+    let start_from = match app.catalog.offsets(&record.key(), &source.topic)?.is_empty() {
+        true => Some(source.config.start_from.describe()),
+        false => None,
     };
     Ok(Json(json!({
         "collection": record.collection.name,
@@ -287,6 +301,9 @@ pub async fn status(
             "waiting_since_ms": registry.as_ref().and_then(|v| v.waiting_since_ms),
             "schema_ids": registry.as_ref().map(|v| v.schema_ids.iter().map(|(id, usable)| json!({"id": id, "usable": usable})).collect::<Vec<_>>()).unwrap_or_default(),
         })),
+        "key_format": source.key.name(),
+        "include_headers": source.headers,
+        "start_from": start_from,
         "dead_letter_topic": source.dead_letter_topic,
         "output_table": format!("{}/{}", record.collection.name, table_name_for_topic(&source.topic)),
         "table_log": table_log,
@@ -300,6 +317,7 @@ pub async fn status(
         "nodes": cluster::view(&app, &record.key()),
         "retrying": app.supervisor.retry(&record.key()),
         "broker_refused": app.supervisor.refused(&record.key()),
+        "broker_unreachable": unreachable,
         "lag": lag_total,
         "lag_partitions": lag.as_ref().ok(),
         "lag_error": lag_error,

@@ -38,11 +38,25 @@ pub struct RetryView {
     pub failing_since_ms: i64,
 }
 
-/// The brokers refusing a worker's client: what they said, since when.
+/// The brokers refusing a worker's client, or out of its reach: what
+/// librdkafka said, since when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RefusedView {
+pub struct BrokerTrouble {
     pub error: String,
     pub since_ms: i64,
+}
+
+/// What is wrong between a worker and its brokers, if anything.
+#[derive(Debug, Clone, Default)]
+struct Brokers {
+    refused: Option<BrokerTrouble>,
+    unreachable: Option<BrokerTrouble>,
+}
+
+/// Keeps the first `since_ms` of a trouble that goes on, with its latest error.
+fn still(trouble: &mut Option<BrokerTrouble>, error: &str) {
+    let since_ms = trouble.as_ref().map_or_else(crate::catalog::now_ms, |t| t.since_ms);
+    *trouble = Some(BrokerTrouble { error: error.to_string(), since_ms });
 }
 
 /// What a publisher's worker is doing.
@@ -76,7 +90,7 @@ struct Running {
     state: Arc<Mutex<WorkerState>>,
     registry: Arc<Mutex<RegistryView>>,
     retry: Arc<Mutex<Option<RetryView>>>,
-    refused: Arc<Mutex<Option<RefusedView>>>,
+    brokers: Arc<Mutex<Brokers>>,
     publisher: Option<StreamPublisher>,
     labels: PublisherLabels,
     /// What it was started from (see `cluster::fingerprint`): a registration
@@ -110,8 +124,8 @@ impl Supervisor {
         let task_registry = registry.clone();
         let retry = Arc::new(Mutex::new(None));
         let task_retry = retry.clone();
-        let refused: Arc<Mutex<Option<RefusedView>>> = Arc::default();
-        let task_refused = refused.clone();
+        let brokers: Arc<Mutex<Brokers>> = Arc::default();
+        let task_brokers = brokers.clone();
         let watched = tokio::spawn(async move {
             while let Some(event) = events.recv().await {
                 metrics.observe(&task_labels, &event);
@@ -133,12 +147,16 @@ impl Supervisor {
                         *task_retry.lock().unwrap_or_else(|e| e.into_inner()) = None;
                     }
                     WorkerEvent::SourceRefused { reason } => {
-                        let mut view = task_refused.lock().unwrap_or_else(|e| e.into_inner());
-                        let since_ms = view.as_ref().map_or_else(crate::catalog::now_ms, |v| v.since_ms);
-                        *view = Some(RefusedView { error: reason.clone(), since_ms });
+                        still(&mut task_brokers.lock().unwrap_or_else(|e| e.into_inner()).refused, reason)
                     }
                     // The brokers took the client: the group assigned it partitions.
-                    WorkerEvent::Assigned(_) => *task_refused.lock().unwrap_or_else(|e| e.into_inner()) = None,
+                    WorkerEvent::Assigned(_) => task_brokers.lock().unwrap_or_else(|e| e.into_inner()).refused = None,
+                    WorkerEvent::SourceUnreachable { reason } => {
+                        still(&mut task_brokers.lock().unwrap_or_else(|e| e.into_inner()).unreachable, reason)
+                    }
+                    WorkerEvent::SourceReachable => {
+                        task_brokers.lock().unwrap_or_else(|e| e.into_inner()).unreachable = None
+                    }
                     _ => {}
                 }
                 if let WorkerEvent::Registry(e) = &event {
@@ -189,7 +207,7 @@ impl Supervisor {
         });
         let publisher = Some(publisher);
         let running =
-            Running { stop, task: Some(task), state, registry, retry, refused, publisher, labels, fingerprint };
+            Running { stop, task: Some(task), state, registry, retry, brokers, publisher, labels, fingerprint };
         self.workers().insert(key, running);
     }
 
@@ -200,9 +218,9 @@ impl Supervisor {
         let (stop, _) = watch::channel(true);
         let state = Arc::new(Mutex::new(WorkerState::Failed { error }));
         let registry = Arc::default();
-        let (retry, refused) = (Arc::default(), Arc::default());
+        let (retry, brokers) = (Arc::default(), Arc::default());
         let running =
-            Running { stop, task: None, state, registry, retry, refused, publisher: None, labels, fingerprint };
+            Running { stop, task: None, state, registry, retry, brokers, publisher: None, labels, fingerprint };
         self.workers().insert(key, running);
     }
 
@@ -251,8 +269,17 @@ impl Supervisor {
     }
 
     /// Set while the brokers refuse this publisher's client.
-    pub fn refused(&self, key: &str) -> Option<RefusedView> {
-        self.workers().get(key).and_then(|r| r.refused.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    pub fn refused(&self, key: &str) -> Option<BrokerTrouble> {
+        self.brokers(key).refused
+    }
+
+    /// Set while no broker can be reached from this publisher's client.
+    pub fn unreachable(&self, key: &str) -> Option<BrokerTrouble> {
+        self.brokers(key).unreachable
+    }
+
+    fn brokers(&self, key: &str) -> Brokers {
+        self.workers().get(key).map(|r| r.brokers.lock().unwrap_or_else(|e| e.into_inner()).clone()).unwrap_or_default()
     }
 
     /// How many workers are in each state.

@@ -44,6 +44,11 @@ pub enum SourceEvent {
     /// The source refused this worker (credentials, mechanism, TLS): nothing
     /// is read until it takes it, and the reason says what to fix.
     Refused(String),
+    /// The source cannot be reached (every broker connection is down), for
+    /// this reason: nothing is read, nothing is lost, and the source keeps trying.
+    Unreachable(String),
+    /// It answers again after [`SourceEvent::Unreachable`].
+    Reachable,
 }
 
 /// The reading half of a source, owned by the worker's loop.

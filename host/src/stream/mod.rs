@@ -101,6 +101,13 @@ pub enum WorkerEvent {
     SourceRefused {
         reason: String,
     },
+    /// The source cannot be reached (every broker connection is down):
+    /// nothing is read until it answers again, and nothing is lost.
+    SourceUnreachable {
+        reason: String,
+    },
+    /// It answers again.
+    SourceReachable,
 }
 
 /// Why a worker stopped.

@@ -224,6 +224,8 @@ impl Worker {
                 self.emit(WorkerEvent::Assigned(offsets));
             }
             SourceEvent::Refused(reason) => self.emit(WorkerEvent::SourceRefused { reason }),
+            SourceEvent::Unreachable(reason) => self.emit(WorkerEvent::SourceUnreachable { reason }),
+            SourceEvent::Reachable => self.emit(WorkerEvent::SourceReachable),
             SourceEvent::Revoked(partitions) => {
                 // Not committed, so not lost: whoever gets them re-reads from the catalog.
                 buffer.drop_partitions(&partitions);

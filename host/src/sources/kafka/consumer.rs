@@ -10,7 +10,7 @@ use std::time::Duration;
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
-use rdkafka::error::KafkaResult;
+use rdkafka::error::{KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::BorrowedMessage;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::catalog::Catalog;
 use crate::formats::RawMessage;
-use crate::publisher::source::{KafkaConnection, OffsetReset};
+use crate::publisher::source::{KafkaConnection, StartFrom};
 
 use super::check::{classify, refusal};
 use super::queue::{self, Forwarding, MessageQueue};
@@ -32,6 +32,10 @@ pub enum Assignment {
     /// The brokers refused the credentials, the mechanism or the TLS handshake
     /// (librdkafka keeps trying; the worker waits, and says why).
     Refused(String),
+    /// No broker can be reached (librdkafka's "all brokers down"), for this reason.
+    Unreachable(String),
+    /// A broker answered again after [`Assignment::Unreachable`].
+    Reachable,
 }
 
 /// Positions assigned partitions at the catalog's offsets and tells the worker.
@@ -44,8 +48,17 @@ pub struct WorkerContext {
     /// Where assigned partitions' messages go: the worker's [`MessageQueue`].
     forwarding: Arc<Forwarding>,
     /// Where a partition that neither the catalog nor the group has an offset
-    /// for starts (`auto.offset.reset`); `None` when that is not a position.
-    reset: Option<Offset>,
+    /// for starts (`kafka.start_from`, or `auto.offset.reset` as the
+    /// connection's settings have it); `None` when that is not a position.
+    start: Option<Start>,
+}
+
+/// A position a partition starts at.
+#[derive(Debug, Clone, Copy)]
+enum Start {
+    Position(Offset),
+    /// The first message at or after this time (ms since the epoch).
+    Time(i64),
 }
 
 impl ClientContext for WorkerContext {
@@ -55,6 +68,10 @@ impl ClientContext for WorkerContext {
                 let message = refusal(&self.connection, refused, reason).to_string();
                 tracing::warn!(publisher = %self.publisher, "{message}");
                 let _ = self.events.send(Assignment::Refused(message));
+            }
+            None if error.rdkafka_error_code() == Some(RDKafkaErrorCode::AllBrokersDown) => {
+                tracing::warn!(publisher = %self.publisher, "every broker is unreachable: {reason}");
+                let _ = self.events.send(Assignment::Unreachable(reason.to_string()));
             }
             None => tracing::warn!(publisher = %self.publisher, error = %error, "librdkafka: {reason}"),
         }
@@ -66,6 +83,11 @@ impl ClientContext for WorkerContext {
 const GROUP_OFFSETS_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl WorkerContext {
+    /// Where the worker hears of assignments, for a probe that tells it the brokers answer again.
+    pub fn events(&self) -> mpsc::UnboundedSender<Assignment> {
+        self.events.clone()
+    }
+
     /// Positions `partitions` (those the catalog has no offset for) in `tpl`
     /// at the group's committed offsets, looked up now, or at the reset
     /// position where the group has none; returns the group's offsets found.
@@ -96,21 +118,65 @@ impl WorkerContext {
                 return found;
             }
         };
+        let mut fresh = Vec::new();
         for element in committed.elements_for_topic(&self.topic) {
             let start = match (element.error(), element.offset()) {
                 (Ok(()), Offset::Offset(offset)) => {
                     found.insert(element.partition(), offset);
                     Offset::Offset(offset)
                 }
-                (Ok(()), Offset::Invalid) => match self.reset {
-                    Some(reset) => reset,
+                (Ok(()), Offset::Invalid) => match self.start {
+                    Some(Start::Position(start)) => start,
+                    Some(Start::Time(ms)) => {
+                        fresh.push((element.partition(), ms));
+                        continue;
+                    }
                     None => continue,
                 },
                 _ => continue,
             };
             let _ = tpl.set_partition_offset(&self.topic, element.partition(), start);
         }
+        for (partition, offset) in self.offsets_for_times(consumer, &fresh) {
+            let _ = tpl.set_partition_offset(&self.topic, partition, offset);
+        }
         found
+    }
+
+    /// Where `partitions` start for `kafka.start_from` a time: at the first
+    /// message at or after it, as the broker finds it. Where it finds none (or
+    /// cannot look times up: librdkafka's mock cluster and Tansu answer -1 or
+    /// 0), or the lookup fails, they start at the beginning, and the source
+    /// skips the messages before the time itself.
+    fn offsets_for_times(&self, consumer: &BaseConsumer<Self>, partitions: &[(i32, i64)]) -> Vec<(i32, Offset)> {
+        if partitions.is_empty() {
+            return vec![];
+        }
+        let mut ask = TopicPartitionList::new();
+        for &(partition, ms) in partitions {
+            let _ = ask.add_partition_offset(&self.topic, partition, Offset::Offset(ms));
+        }
+        let found = match consumer.offsets_for_times(ask, GROUP_OFFSETS_TIMEOUT) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(publisher = %self.publisher, error = %e, "looking up the offsets for kafka.start_from failed; those partitions start at their beginning");
+                return vec![];
+            }
+        };
+        let starts: Vec<(i32, Offset)> = found
+            .elements_for_topic(&self.topic)
+            .iter()
+            .filter(|e| e.error().is_ok())
+            .map(|e| {
+                let start = match e.offset() {
+                    Offset::Offset(o) if o >= 0 => Offset::Offset(o),
+                    _ => Offset::Beginning,
+                };
+                (e.partition(), start)
+            })
+            .collect();
+        tracing::info!(publisher = %self.publisher, topic = %self.topic, ?starts, "partitions new to the publisher start at kafka.start_from's time");
+        starts
     }
 }
 
@@ -220,14 +286,15 @@ pub const CONSUMER_DEFAULTS: &[(&str, &str)] = &[
 pub fn subscribe(
     connection: &KafkaConnection,
     group_id: &str,
-    reset: OffsetReset,
+    start_from: StartFrom,
     catalog: Arc<Catalog>,
     publisher: &str,
     topic: &str,
 ) -> KafkaResult<(Arc<WorkerConsumer>, MessageQueue, mpsc::UnboundedReceiver<Assignment>)> {
-    let reset_setting = match reset {
-        OffsetReset::Earliest => "earliest",
-        OffsetReset::Latest => "latest",
+    // A time is looked up on assignment; librdkafka's own fallback is then the beginning.
+    let reset_setting = match start_from {
+        StartFrom::Earliest | StartFrom::Time(_) => "earliest",
+        StartFrom::Latest => "latest",
     };
     let mut config = ClientConfig::new();
     config.set("group.id", group_id).set("auto.offset.reset", reset_setting);
@@ -241,9 +308,10 @@ pub fn subscribe(
     // ...but offsets are ours: the catalog's first, the group's only so lag tools see progress.
     config.set("enable.auto.commit", "false").set("enable.auto.offset.store", "false");
     // Where a partition without any offset starts, as the settings have it in the end.
-    let reset = match config.get("auto.offset.reset") {
-        Some("earliest" | "smallest" | "beginning") => Some(Offset::Beginning),
-        Some("latest" | "largest" | "end") => Some(Offset::End),
+    let start = match (start_from, config.get("auto.offset.reset")) {
+        (StartFrom::Time(ms), Some("earliest")) => Some(Start::Time(ms)),
+        (_, Some("earliest" | "smallest" | "beginning")) => Some(Start::Position(Offset::Beginning)),
+        (_, Some("latest" | "largest" | "end")) => Some(Start::Position(Offset::End)),
         _ => None,
     };
     let (tx, rx) = mpsc::unbounded_channel();
@@ -254,7 +322,7 @@ pub fn subscribe(
         connection: connection.clone(),
         events: tx,
         forwarding: Arc::new(Forwarding::default()),
-        reset,
+        start,
     };
     let forwarding = context.forwarding.clone();
     let consumer: Arc<WorkerConsumer> = Arc::new(config.create_with_context(context)?);

@@ -25,7 +25,6 @@ use tokio::sync::Notify;
 
 use crate::formats::RawMessage;
 
-
 /// Messages taken from librdkafka in one call.
 const TAKE: usize = 256;
 
@@ -267,7 +266,7 @@ mod tests {
 
     use crate::catalog::Catalog;
     use crate::embedded::broker::EmbeddedBroker;
-    use crate::publisher::source::{KafkaConnection, OffsetReset};
+    use crate::publisher::source::{KafkaConnection, StartFrom};
 
     /// Partition 0's messages carry headers (see [`headers_of`]), partition 1's none.
     fn produce(bootstrap: &str, per_partition: std::ops::Range<usize>) {
@@ -361,7 +360,7 @@ mod tests {
         let catalog = std::sync::Arc::new(Catalog::open(dir.path()).unwrap());
         let connection = KafkaConnection { bootstrap_servers: bootstrap.clone(), ..KafkaConnection::default() };
         let (consumer, mut queue, mut assignments) =
-            super::super::subscribe(&connection, "g", OffsetReset::Earliest, catalog, "c/p", "t").unwrap();
+            super::super::subscribe(&connection, "g", StartFrom::Earliest, catalog, "c/p", "t").unwrap();
         // The consumer queue serves the rebalance; every message goes to the worker's queue.
         let events = tokio::spawn({
             let consumer = consumer.clone();

@@ -3,7 +3,7 @@
 //! (or, the few fetched before their partition was forwarded there, from the
 //! consumer queue), and committed batches move the group's offsets.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,10 +19,11 @@ use super::consumer::{Assignment, WorkerConsumer, subscribe, to_raw};
 use super::dead_letters::DeadLetterTopic;
 use super::queue::MessageQueue;
 use crate::catalog::{Catalog, PartitionRange};
-use crate::formats::registry::RegistryClient;
+use crate::formats::registry::{RegistryClient, key_subject, value_subject};
 use crate::formats::writers::{Observer, WriterSchemas};
-use crate::formats::{DeadLetter, Decoder, RawMessage};
+use crate::formats::{DeadLetter, Decoder, Format, KeyFormat, Part, RawMessage};
 use crate::publisher::StreamPublisher;
+use crate::publisher::source::StartFrom;
 use crate::sources::{Acknowledge, Opened, Ready, Source, SourceEvent};
 
 /// Opens a publisher's topic: a consumer in its group, subscribed, with the
@@ -32,7 +33,7 @@ pub fn open(publisher: &StreamPublisher, catalog: Arc<Catalog>, observer: Option
     let (consumer, queue, assignments) = subscribe(
         &publisher.connection,
         &publisher.group_id(),
-        publisher.source.config.auto_offset_reset,
+        publisher.source.config.start_from,
         catalog,
         &id,
         &topic,
@@ -54,6 +55,12 @@ pub fn open(publisher: &StreamPublisher, catalog: Arc<Catalog>, observer: Option
         stray: VecDeque::new(),
         from: From::Queue,
         dry: true,
+        probe: None,
+        start_time: match publisher.source.config.start_from {
+            StartFrom::Time(ms) => Some(ms),
+            _ => None,
+        },
+        before_start: HashSet::new(),
     });
     Ok(Opened { source, acks, decoder })
 }
@@ -61,16 +68,54 @@ pub fn open(publisher: &StreamPublisher, catalog: Arc<Catalog>, observer: Option
 /// The decoder for a publisher's messages, through the connection's schema
 /// registry if it has one.
 pub fn decoder(publisher: &StreamPublisher, observer: Option<Observer>) -> anyhow::Result<Decoder> {
-    let format = publisher.source.format.clone();
-    let writers = match &publisher.connection.schema_registry {
+    let source = &publisher.source;
+    let client = match &publisher.connection.schema_registry {
         Some(registry) => {
-            let client =
-                RegistryClient::new(registry).with_context(|| format!("the schema registry of {}", publisher.id()))?;
-            Some(WriterSchemas::new(client, format.clone(), &publisher.source.topic, observer))
+            Some(RegistryClient::new(registry).with_context(|| format!("the schema registry of {}", publisher.id()))?)
         }
         None => None,
     };
-    Ok(Decoder::new(format, writers))
+    let writers = |format: &Format, subject: String| {
+        let client = client.clone()?;
+        Some(WriterSchemas::new(client, format.clone(), subject, observer.clone()))
+    };
+    let key = source.key.key(match &source.key {
+        KeyFormat::Decoded(format) => writers(format, key_subject(&source.topic)),
+        _ => None,
+    });
+    let value = Part::new(source.format.clone(), writers(&source.format, value_subject(&source.topic)));
+    Ok(Decoder::new(value, key, source.headers))
+}
+
+/// How often a worker whose brokers are unreachable asks them for the topic's metadata.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// Asks the brokers for the topic's metadata through the worker's own
+/// client until they answer, then tells the worker. librdkafka reports that
+/// every broker is down, but not that one is back.
+async fn probe(consumer: Arc<WorkerConsumer>, topic: String) {
+    let events = consumer.context().events();
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        let (consumer, topic) = (consumer.clone(), topic.clone());
+        let answered = tokio::task::spawn_blocking(move || {
+            consumer.client().fetch_metadata(Some(&topic), Duration::from_secs(2)).is_ok()
+        })
+        .await
+        .unwrap_or(false);
+        if answered {
+            let _ = events.send(Assignment::Reachable);
+            return;
+        }
+    }
+}
+
+impl Drop for TopicSource {
+    fn drop(&mut self) {
+        if let Some(probe) = self.probe.take() {
+            probe.abort();
+        }
+    }
 }
 
 /// Messages taken from the consumer queue in one go (see [`From::Stray`]).
@@ -99,17 +144,51 @@ struct TopicSource {
     /// Whether the last take from the queue found it empty (librdkafka wakes
     /// the worker only when the queue fills from empty).
     dry: bool,
+    /// While the brokers are unreachable: the probe that says when they answer again.
+    probe: Option<tokio::task::JoinHandle<()>>,
+    /// `kafka.start_from` a time (ms since the epoch), if it is one.
+    start_time: Option<i64>,
+    /// Partitions read from where no offset was stored, whose messages before
+    /// `start_time` are skipped until the first at or after it.
+    before_start: HashSet<i32>,
 }
 
 impl TopicSource {
     fn event(&mut self, change: Assignment) -> SourceEvent {
         match change {
-            Assignment::Assigned(offsets) => SourceEvent::Assigned(offsets),
+            Assignment::Assigned(offsets) => {
+                self.skip_before_start(&offsets);
+                SourceEvent::Assigned(offsets)
+            }
             Assignment::Revoked(partitions) => {
                 self.forget(&partitions);
                 SourceEvent::Revoked(partitions)
             }
             Assignment::Refused(reason) => SourceEvent::Refused(reason),
+            Assignment::Unreachable(reason) => {
+                if self.probe.is_none() {
+                    self.probe = Some(tokio::spawn(probe(self.consumer.clone(), self.topic.clone())));
+                }
+                SourceEvent::Unreachable(reason)
+            }
+            Assignment::Reachable => {
+                self.probe = None;
+                SourceEvent::Reachable
+            }
+        }
+    }
+
+    /// Skips what comes before `kafka.start_from`'s time on the partitions
+    /// of `positions` that start where no offset is stored.
+    fn skip_before_start(&mut self, positions: &BTreeMap<i32, Option<i64>>) {
+        if self.start_time.is_some() {
+            for (&partition, offset) in positions {
+                if offset.is_none() {
+                    self.before_start.insert(partition);
+                } else {
+                    self.before_start.remove(&partition);
+                }
+            }
         }
     }
 
@@ -159,19 +238,30 @@ impl Source for TopicSource {
     }
 
     fn take(&mut self) -> Option<anyhow::Result<RawMessage>> {
-        let taken = match self.from {
-            From::Stray => self.stray.pop_front(),
-            From::Queue => {
-                let taken = self.queue.next();
-                self.dry = taken.is_none();
-                taken
+        loop {
+            let taken = match self.from {
+                From::Stray => self.stray.pop_front(),
+                From::Queue => {
+                    let taken = self.queue.next();
+                    self.dry = taken.is_none();
+                    taken
+                }
+            };
+            if let (Some(Ok(m)), Some(start)) = (&taken, self.start_time)
+                && self.before_start.contains(&m.partition)
+            {
+                if m.timestamp.is_some_and(|t| t < start) {
+                    continue;
+                }
+                self.before_start.remove(&m.partition);
             }
-        };
-        taken.map(|m| m.with_context(|| format!("consuming topic `{}`", self.topic)))
+            return taken.map(|m| m.with_context(|| format!("consuming topic `{}`", self.topic)));
+        }
     }
 
     fn rewind(&mut self, positions: &BTreeMap<i32, Option<i64>>) {
         self.forget(&positions.keys().copied().collect::<Vec<_>>());
+        self.skip_before_start(positions);
         for (&partition, offset) in positions {
             let position = offset.map_or(Offset::Beginning, Offset::Offset);
             if let Err(e) = self.consumer.seek(&self.topic, partition, position, Duration::from_secs(10)) {

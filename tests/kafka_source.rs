@@ -1,0 +1,278 @@
+//! What the Kafka source takes beyond a topic's values, through the whole
+//! stream worker on the embedded broker: keys in every key format, plain
+//! and registry-framed (made by independent producers, `tests/peers/keys.py`),
+//! headers, and where a new publisher starts. The committed table is read
+//! back with pyarrow.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use rdkafka::producer::FutureRecord;
+use serde_json::{Value, json};
+use weir::embedded::registry::EmbeddedRegistry;
+use weir::formats::registry::RegistryClient;
+use weir::formats::writers::{CrossCheckError, cross_check_topic};
+use weir::formats::{DataFormat, Format, KeyFormat, protobuf};
+use weir::publisher::StreamPublisher;
+use weir::publisher::source::{KafkaConnection, SchemaRegistry};
+use weir::stream::WorkerOptions;
+
+use common::peers::keys_py;
+use common::stream::{Harness, producer, publisher_with};
+
+const COUNT: usize = 20;
+const VALUE_SCHEMA: &str = r#"{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}"#;
+const KEY_JSON: &str = r#"{"type":"object","properties":{"user":{"type":"string"},"shard":{"type":"integer"}},"required":["user","shard"]}"#;
+const KEY_AVRO: &str = r#"{"type":"record","name":"Key","namespace":"weir.test","fields":[{"name":"user","type":"string"},{"name":"shard","type":"long"}]}"#;
+const KEY_PROTO: &str = "syntax = \"proto3\";\npackage weir.test;\nmessage Key { string user = 1; int64 shard = 2; }\n";
+
+fn key_format(name: &str) -> KeyFormat {
+    match name {
+        "bytes" => KeyFormat::Bytes,
+        "string" => KeyFormat::String,
+        "json" => KeyFormat::Decoded(Format::parse(DataFormat::Json, KEY_JSON, None).unwrap()),
+        "avro" => KeyFormat::Decoded(Format::parse(DataFormat::Avro, KEY_AVRO, None).unwrap()),
+        "protobuf" => {
+            KeyFormat::Decoded(Format::parse(DataFormat::Protobuf, KEY_PROTO, Some("weir.test.Key")).unwrap())
+        }
+        other => panic!("no key format {other}"),
+    }
+}
+
+fn passthrough(h: &Harness, connection: KafkaConnection, key: KeyFormat, headers: bool) -> StreamPublisher {
+    let value = Format::parse(DataFormat::Json, VALUE_SCHEMA, None).unwrap();
+    let src_cfg = json!({"kafka.messages_rollover": COUNT + 1, "kafka.time_rollover_seconds": 1});
+    let mut publisher = publisher_with(connection, &h.runtime, "passthrough", "clicks", value, src_cfg, None);
+    publisher.source.key = key;
+    publisher.source.headers = headers;
+    publisher
+}
+
+/// The committed rows (`id`, `_key`, `_headers`), read with pyarrow.
+fn committed(h: &Harness) -> Vec<Value> {
+    let files: Vec<String> = h.committed_files().iter().map(|f| f.display().to_string()).collect();
+    let out = keys_py(&[vec!["read".to_string()], files].concat());
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("keys.py read printed no JSON ({e}): {out}"))
+}
+
+/// The `_key` weir must make of message `i`'s key in `format`.
+fn expected_key(format: &str, i: usize) -> Value {
+    if i % 5 == 0 {
+        return Value::Null;
+    }
+    match format {
+        "bytes" => json!(format!("hex:ff{:02x}{}", i % 256, hex(format!("k{i}").as_bytes()))),
+        "string" => json!(format!("user-{i}")),
+        _ => json!({"user": format!("u{i}"), "shard": i % 3}),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+async fn keys_round_trip(format: &str, framed: bool) {
+    let h = Harness::new(1);
+    let registry = framed.then(|| EmbeddedRegistry::start().unwrap());
+    let mut args: Vec<String> =
+        ["produce", "--bootstrap", h.broker.bootstrap_servers(), "--topic", "clicks", "--key-format", format]
+            .map(String::from)
+            .to_vec();
+    args.extend(["--count".into(), COUNT.to_string()]);
+    if let Some(r) = &registry {
+        args.extend(["--registry".into(), r.url()]);
+    }
+    if format == "protobuf" {
+        let files = HashMap::from([("key.proto".to_string(), protobuf::ProtoFile::Source(KEY_PROTO.into()))]);
+        let path = h.dir.path().join("key.desc");
+        std::fs::write(&path, protobuf::compile("key.proto", files).unwrap().encode_to_vec()).unwrap();
+        args.extend([
+            "--descriptor-set".into(),
+            path.display().to_string(),
+            "--key-message".into(),
+            "weir.test.Key".into(),
+        ]);
+    }
+    keys_py(&args);
+
+    let connection = match &registry {
+        Some(r) => KafkaConnection {
+            schema_registry: Some(SchemaRegistry { url: r.url(), ..SchemaRegistry::default() }),
+            ..h.connection()
+        },
+        None => h.connection(),
+    };
+    let key = key_format(format);
+    if let Some(registry) = &connection.schema_registry {
+        // Registration's cross-check: the value's subject and, for a decoded key, the key's.
+        let client = RegistryClient::new(registry).unwrap();
+        let value = Format::parse(DataFormat::Json, VALUE_SCHEMA, None).unwrap();
+        let checked = cross_check_topic(&value, &key, &client, "clicks").unwrap();
+        let subjects: Vec<&str> = checked.iter().map(|v| v.subject.as_str()).collect();
+        let decoded = matches!(key, KeyFormat::Decoded(_));
+        assert_eq!(subjects, if decoded { vec!["clicks-value", "clicks-key"] } else { vec!["clicks-value"] });
+        if decoded {
+            // A key schema the registry's cannot be read with is refused, naming the key's subject.
+            let other = r#"{"type":"object","properties":{"user":{"type":"integer"}},"required":["user"]}"#;
+            let other = KeyFormat::Decoded(Format::parse(DataFormat::Json, other, None).unwrap());
+            let wrong = cross_check_topic(&value, &other, &client, "clicks").unwrap_err();
+            assert!(
+                matches!(&wrong, CrossCheckError::Incompatible { subject, .. } if subject == "clicks-key")
+                    || format != "json",
+                "{wrong}"
+            );
+        }
+    }
+    let mut w = h.start(passthrough(&h, connection, key, format != "bytes"), WorkerOptions::default());
+    let executions = w.commits_until(COUNT as u64 + 1).await;
+    w.stop().await;
+
+    let dead = h.catalog.dead_letters("events/read_clicks").unwrap();
+    let rows = committed(&h);
+    if format == "bytes" {
+        // Any bytes are a key: the last message's too.
+        assert!(dead.is_empty(), "{:?}", dead.first().map(|d| &d.error));
+        assert_eq!(rows.len(), COUNT + 1);
+        assert!(rows.iter().all(|r| r.get("_headers").is_none()), "include_headers = false leaves the column out");
+    } else {
+        assert_eq!(dead.len(), 1, "the key that is not a {format} key is a dead letter");
+        assert_eq!(dead[0].offset, COUNT as i64);
+        let reason = &dead[0].error;
+        let expected = if format == "string" { "the key is not UTF-8 text" } else { "the key: " };
+        assert!(reason.starts_with(expected), "{reason}");
+        assert_eq!(rows.len(), COUNT);
+    }
+    let rows_out: u64 = executions.iter().map(|e| e.rows_out).sum();
+    assert_eq!(rows_out, rows.len() as u64);
+    let headers =
+        json!([{"key": "h", "value": "hex:31"}, {"key": "h", "value": "hex:32"}, {"key": "n", "value": null}]);
+    for (i, row) in rows.iter().take(COUNT).enumerate() {
+        assert_eq!(row["id"], json!(i), "each message once, in order");
+        assert_eq!(row["_key"], expected_key(format, i), "row {i}");
+        if format != "bytes" {
+            assert_eq!(row["_headers"], headers, "row {i}: in order, the repeated key kept, the null value null");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_keys_without_headers() {
+    keys_round_trip("bytes", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn string_keys() {
+    keys_round_trip("string", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_keys() {
+    keys_round_trip("json", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_keys_registry_framed() {
+    keys_round_trip("json", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avro_keys() {
+    keys_round_trip("avro", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avro_keys_registry_framed() {
+    keys_round_trip("avro", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_keys() {
+    keys_round_trip("protobuf", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_keys_registry_framed() {
+    keys_round_trip("protobuf", true).await;
+}
+
+/// `kafka.start_from` a time in the middle of the topic: the rows before it
+/// are absent, those at and after it there once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_publisher_starts_from_a_time() {
+    let h = Harness::new(2);
+    let base = 1_796_115_600_000i64;
+    let p = producer(h.broker.bootstrap_servers());
+    for i in 0..40i64 {
+        let value = json!({"event_id": format!("evt-{i}"), "user_id": 1, "url": "/", "ts": "2026-11-29T10:00:00Z", "duration_ms": i}).to_string();
+        let key = format!("key-{i}");
+        let record =
+            FutureRecord::to("clicks").key(&key).payload(&value).partition((i % 2) as i32).timestamp(base + i * 1000);
+        p.send(record, Duration::from_secs(10)).await.map_err(|(e, _)| e).unwrap();
+    }
+    // Message 20 is at base + 20 s; 19.5 s starts there.
+    let src_cfg = json!({"kafka.start_from": "2026-12-01T09:00:19.500Z", "kafka.messages_rollover": 20, "kafka.time_rollover_seconds": 1});
+    let mut w = h.start(h.publisher("read-clicks", src_cfg, None), WorkerOptions::default());
+    w.commits_until(20).await;
+    // Later messages are read as usual.
+    common::stream::produce(h.broker.bootstrap_servers(), "clicks", &common::stream::clicks(100, 4)).await;
+    w.commits_until(4).await;
+    w.stop().await;
+    let mut ids = h.committed_event_ids();
+    ids.sort_by_key(|id| id[4..].parse::<u32>().unwrap());
+    let expected: Vec<String> = (20..40).chain(100..104).map(|i| format!("evt-{i}")).collect();
+    assert_eq!(ids, expected);
+}
+
+/// Every connection to the broker cut for 30 s behind a relay, mid-stream:
+/// `publisher status` and `/metrics` say the brokers are unreachable within
+/// 10 s and that the lag is unknown; once the relay lets connections through
+/// again, the worker goes on where it was, nothing lost or repeated.
+#[test]
+fn a_broker_cut_off_for_30_s_is_reported_and_nothing_is_lost() {
+    use common::relay::Relay;
+    use common::serve::{Server, registered};
+    use common::tansu::Tansu;
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let relay_port = common::free_port();
+    let broker = Tansu::start_with(common::free_port(), relay_port, &[]);
+    broker.create_topic("clicks", 3);
+    let relay = rt.block_on(Relay::start(relay_port, broker.address.parse().unwrap()));
+    let bootstrap = format!("127.0.0.1:{relay_port}");
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    let token = registered(&server, dir.path(), &bootstrap);
+    rt.block_on(common::stream::produce(&bootstrap, "clicks", &common::stream::clicks(0, 300)));
+    server.wait_for_rows(&token, "events", "clicks", 300);
+    let status = || server.http("GET", "/v1/collections/events/publishers/read_clicks", Some(&token), None).1;
+    assert!(status()["broker_unreachable"].is_null());
+
+    relay.cut();
+    let cut = std::time::Instant::now();
+    let seen = loop {
+        let s = status();
+        if !s["broker_unreachable"].is_null() {
+            break s;
+        }
+        assert!(cut.elapsed() < Duration::from_secs(10), "status still says the brokers are reachable: {s}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    println!("status said so after {:?}: {}", cut.elapsed(), seen["broker_unreachable"]);
+    assert!(seen["lag"].is_null(), "the lag is unknown, not 0: {seen}");
+    assert!(seen["lag_error"].as_str().unwrap().contains("cannot reach its brokers"), "{seen}");
+    let metrics = server.text("/metrics", common::serve::ADMIN);
+    assert!(metrics.lines().any(|l| l.starts_with("weir_broker_unreachable{") && l.ends_with(" 1")), "{metrics}");
+    let cli = server.cli_ok(&token, &["publisher", "status", "events/read_clicks"]);
+    assert!(cli.contains("unreachable since"), "{cli}");
+
+    std::thread::sleep(Duration::from_secs(30).saturating_sub(cut.elapsed()));
+    rt.block_on(relay.open());
+    rt.block_on(common::stream::produce(&bootstrap, "clicks", &common::stream::clicks(300, 300)));
+    server.wait_for_rows(&token, "events", "clicks", 600);
+    common::serve::poll("status to say the brokers answer again", || {
+        status()["broker_unreachable"].is_null().then_some(())
+    });
+    assert!(status()["lag"].is_i64(), "{}", status());
+}
