@@ -276,3 +276,73 @@ fn a_broker_cut_off_for_30_s_is_reported_and_nothing_is_lost() {
     });
     assert!(status()["lag"].is_i64(), "{}", status());
 }
+
+/// A publisher reprocessed from version N with a fixed plugin: one version
+/// removes the rows of the versions after N, the offsets move back, and the
+/// fixed plugin writes those rows again: an independent reader (deltalake)
+/// sees every event once, those after N as the fixed plugin wrote them. A
+/// kill -9 while they are read again changes nothing.
+#[test]
+fn a_reprocess_reads_again_what_came_after_a_version_once_with_a_fixed_plugin() {
+    use common::serve::{Server, broker, guest_file, registered};
+
+    let broker = broker();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data);
+    let token = registered(&server, dir.path(), broker.bootstrap_servers());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(common::stream::produce(broker.bootstrap_servers(), "clicks", &common::stream::clicks(0, 150)));
+    let versions = server.wait_for_rows(&token, "events", "clicks", 150);
+    let n = versions.as_array().unwrap().last().unwrap()["version"].as_i64().unwrap();
+    rt.block_on(common::stream::produce(broker.bootstrap_servers(), "clicks", &common::stream::clicks(150, 150)));
+    server.wait_for_rows(&token, "events", "clicks", 300);
+
+    let reprocess = |from: i64| {
+        let from = from.to_string();
+        let args = ["publisher", "reprocess", "events/read_clicks", "--from-version", &from, "--plugin"];
+        server.cli(&token, &[&args[..], &[&guest_file("fixture-tag-rows")]].concat())
+    };
+    let missing = reprocess(999);
+    assert!(!missing.status.success());
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(said.contains("has no version 999"), "{said}");
+
+    let done = reprocess(n);
+    let said = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{said}{}", String::from_utf8_lossy(&done.stderr));
+    assert!(said.contains("removes the 150 rows of versions"), "{said}");
+    // Killed while the rows after N are read again.
+    server.kill();
+    let server = Server::start(&data);
+    server.wait_for_rows(&token, "events", "clicks", 300);
+
+    let table = data.join("tables/acme/events/clicks");
+    // Three engines at the table's latest version: every event once.
+    let seen = common::peers::delta_py(&["read", table.to_str().unwrap(), "--key", "event_id", "--versions", ""]);
+    let latest = seen["latest"].to_string();
+    let seen = common::peers::delta_py(&["read", table.to_str().unwrap(), "--key", "event_id", "--versions", &latest]);
+    let mut expected: Vec<String> = (0..300).map(|i| format!("evt-{i}")).collect();
+    expected.sort();
+    for (reader, read) in seen["versions"][&latest].as_object().unwrap() {
+        assert_eq!(read["keys"], json!(expected), "{reader} sees every event once");
+    }
+    let read = common::tansu::python(
+        r#"
+import json, os, sys, deltalake
+rows = deltalake.DeltaTable(sys.argv[1]).to_pyarrow_table(columns=["event_id", "tag"]).to_pylist()
+print(json.dumps(rows))
+sys.stdout.flush()
+os._exit(0)
+"#,
+        &[table.to_str().unwrap()],
+    );
+    let rows: Vec<Value> = serde_json::from_str(&read).unwrap();
+    assert_eq!(rows.len(), 300);
+    for row in &rows {
+        let id = row["event_id"].as_str().unwrap();
+        let i: usize = id[4..].parse().unwrap();
+        let expected = if i < 150 { Value::Null } else { json!("fixed") };
+        assert_eq!(row["tag"], expected, "{id}: rows up to version {n} stay, the rest are the fixed plugin's");
+    }
+}

@@ -21,6 +21,7 @@ use serde::Serialize;
 use crate::formats::DeadLetter;
 use crate::secrets::{Keyring, SecretError, default_key_file};
 use evolve::evolve;
+pub use reprocess::{ReprocessError, ReprocessPlan};
 
 mod control;
 mod db;
@@ -30,6 +31,7 @@ mod executions;
 mod migrations;
 mod nodes;
 mod plugins;
+mod reprocess;
 mod sealed;
 mod versions;
 pub use control::{Collection, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
@@ -116,6 +118,13 @@ pub struct Txn {
     pub version: i64,
 }
 
+impl Txn {
+    /// The application of `publisher` reading `partition` of `topic`.
+    pub fn app_id(publisher: &str, topic: &str, partition: i32) -> String {
+        format!("{publisher}/{topic}/{partition}")
+    }
+}
+
 /// What a closed batch became.
 #[derive(Debug, Clone, Serialize)]
 pub struct Execution {
@@ -174,6 +183,10 @@ pub struct TableVersion {
     /// Files this version removes: compacted into `files` (the same rows).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<DataFile>,
+    /// Rows this version removes from the table (a reprocess removing what
+    /// versions after the one it went back to added).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub removed_rows: u64,
     /// The table's Delta schema, when this version set or changed it.
     #[serde(skip)]
     pub schema: Option<serde_json::Value>,
@@ -252,6 +265,10 @@ fn lock_table(tx: &mut dyn Sql, collection: &str, table: &str) -> Result<i64, Ca
         args![collection, table],
     )?
     .get(0)
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 pub fn now_ms() -> i64 {
@@ -494,7 +511,7 @@ impl Catalog {
     pub fn tables(&self, collection: &str) -> Result<Vec<TableSummary>, CatalogError> {
         let rows = self.db.run(|sql| {
             sql.query(
-                "SELECT t.name, COUNT(v.version), MAX(v.version), CAST(COALESCE(SUM(v.rows), 0) AS BIGINT),
+                "SELECT t.name, COUNT(v.version), MAX(v.version), CAST(COALESCE(SUM(v.rows - v.removed_rows), 0) AS BIGINT),
                         MAX(v.created_at_ms)
                  FROM tables t LEFT JOIN table_versions v ON v.table_id = t.id WHERE t.collection = ?1
                  GROUP BY t.id, t.name ORDER BY t.name",

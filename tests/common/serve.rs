@@ -165,7 +165,9 @@ impl Server {
             let (status, versions) =
                 self.http("GET", &format!("/v1/collections/{collection}/tables/{table}/versions"), Some(token), None);
             let committed: u64 = if status == 200 {
-                versions.as_array().unwrap().iter().map(|v| v["rows"].as_u64().unwrap()).sum()
+                // A reprocess's version removes rows.
+                let rows = |v: &Value| v["rows"].as_u64().unwrap() - v["removed_rows"].as_u64().unwrap_or(0);
+                versions.as_array().unwrap().iter().map(rows).sum()
             } else {
                 0
             };

@@ -171,4 +171,6 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     },
     // 7: what each uploaded module is, and the names it was pushed under.
     super::plugins::PLUGIN_NAMES_MIGRATION,
+    // 8: the rows a version removes (a reprocess).
+    super::reprocess::REMOVED_ROWS_MIGRATION,
 ];

@@ -30,7 +30,7 @@ impl Catalog {
             sql.query(
                 &format!(
                     "SELECT v.version, v.rows, v.files, v.execution_id, v.created_at_ms, v.schema, v.txns, v.removed,
-                            v.delta_version
+                            v.delta_version, v.removed_rows
                      FROM table_versions v JOIN tables t ON t.id = v.table_id
                      WHERE t.collection = ?1 AND t.name = ?2 AND {filter} ORDER BY v.version"
                 ),
@@ -51,6 +51,7 @@ impl Catalog {
                     txns: serde_json::from_str(&txns).unwrap_or_default(),
                     removed: serde_json::from_str(&r.get::<String>(7)?).unwrap_or_default(),
                     delta_version: r.get(8)?,
+                    removed_rows: r.get(9)?,
                 })
             })
             .collect()

@@ -77,6 +77,18 @@ pub enum Command {
     Resume { publisher: String },
     /// Delete a publisher; its table stays.
     Delete { publisher: String },
+    /// Run a publisher again over what it ingested after a table version: one
+    /// new version removes those rows (every engine sees it), the offsets move
+    /// back to where that version left them, and the worker reads on from there.
+    Reprocess {
+        publisher: String,
+        /// The last version whose rows stay.
+        #[arg(long)]
+        from_version: i64,
+        /// A plugin to read them with instead: a component file, a `sha256:` digest or a pushed name.
+        #[arg(long)]
+        plugin: Option<String>,
+    },
 }
 
 fn push(client: &Client, file: &Path, name: Option<&str>) -> anyhow::Result<Value> {
@@ -209,6 +221,13 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
             let (c, p) = address(&publisher, "publisher")?;
             let answer = client.post(&format!("/v1/collections/{c}/publishers/{p}/resume"), &json!({}))?;
             client.print(&answer, |a| println!("{publisher} {}", cell(&a["state"])));
+        }
+        Command::Reprocess { publisher, from_version, plugin } => {
+            let (c, p) = address(&publisher, "publisher")?;
+            let plugin = plugin.map(|plugin| plugin_ref(&client, &plugin)).transpose()?;
+            let body = json!({ "from_version": from_version, "plugin": plugin });
+            let answer = client.post(&format!("/v1/collections/{c}/publishers/{p}/reprocess"), &body)?;
+            client.print(&answer, |a| println!("{}", cell(&a["message"])));
         }
         Command::Delete { publisher } => {
             let (c, p) = address(&publisher, "publisher")?;

@@ -11,7 +11,7 @@ use axum::routing::{get, post};
 
 use super::auth::Admin;
 use super::error::ApiError;
-use super::{App, admin, collections, dead_letters, plugins, publishers, tables, tenants};
+use super::{App, admin, collections, dead_letters, plugins, publishers, reprocess, tables, tenants};
 
 pub fn router(app: Arc<App>) -> Router {
     let c = "/v1/collections/{collection}";
@@ -41,6 +41,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route(p, get(publishers::status).delete(publishers::delete))
         .route(&format!("{p}/pause"), post(publishers::pause))
         .route(&format!("{p}/resume"), post(publishers::resume))
+        .route(&format!("{p}/reprocess"), post(reprocess::reprocess))
         .route(&format!("{p}/executions"), get(publishers::executions))
         .route(&format!("{p}/dead-letters"), get(dead_letters::list))
         .route(&format!("{p}/dead-letters/{{partition}}/{{offset}}"), get(dead_letters::show))

@@ -13,6 +13,7 @@ mod error;
 mod metrics;
 mod plugins;
 mod publishers;
+mod reprocess;
 mod request;
 mod supervisor;
 mod tables;

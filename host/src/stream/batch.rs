@@ -336,7 +336,7 @@ impl Batches {
                 let key = written.as_ref().map(|w| w.file.path.clone());
                 let txns = ranges
                     .iter()
-                    .map(|r| Txn { app_id: format!("{publisher}/{topic}/{}", r.partition), version: r.last + 1 })
+                    .map(|r| Txn { app_id: Txn::app_id(&publisher, &topic, r.partition), version: r.last + 1 })
                     .collect();
                 let version =
                     written.map(|w| NewVersion { table, files: vec![w.file], rows: rows_out, schema: w.schema, txns });

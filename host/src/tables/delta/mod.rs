@@ -410,11 +410,22 @@ impl TableLog<'_> {
     /// The commit of version `v` on top of `head`: its files, its partitions'
     /// offsets and its execution, with the columns it adds merged into the
     /// table's; or, for a compaction, the files it replaces and their
-    /// replacement (nothing, if another writer removed one of them first).
+    /// replacement (nothing, if another writer removed one of them first);
+    /// or, for a reprocess, the files it removes (those another writer
+    /// removed first are gone already) and the offsets it moves back to.
     fn version_actions(&self, v: &TableVersion, head: &Head) -> anyhow::Result<Vec<Value>> {
         let dir = &self.dir;
         let compaction = v.execution.is_none();
+        let reprocess = v.execution.is_some() && !v.removed.is_empty();
         let mut info = match v.execution {
+            Some(execution) if reprocess => json!({
+                "timestamp": v.created_at_ms,
+                "operation": "DELETE",
+                "operationParameters": { "predicate": format!("rows weir reprocesses (execution {execution})") },
+                "isBlindAppend": false,
+                "engineInfo": ENGINE,
+                "weirExecution": execution,
+            }),
             Some(execution) => json!({
                 "timestamp": v.created_at_ms,
                 "operation": "STREAMING UPDATE",
@@ -454,11 +465,19 @@ impl TableLog<'_> {
                 json!({ "txn": { "appId": txn.app_id, "version": txn.version, "lastUpdated": v.created_at_ms } }),
             );
         }
+        let live = match reprocess {
+            true => Some(self.live_files(head)?),
+            false => None,
+        };
         for file in &v.removed {
+            let path = relative(dir, file)?;
+            if live.as_ref().is_some_and(|live| !live.contains(&path)) {
+                continue;
+            }
             actions.push(json!({ "remove": {
-                "path": relative(dir, file)?,
+                "path": path,
                 "deletionTimestamp": v.created_at_ms,
-                "dataChange": false,
+                "dataChange": reprocess,
                 "extendedFileMetadata": true,
                 "partitionValues": {},
                 "size": file.size,
@@ -473,15 +492,20 @@ impl TableLog<'_> {
 
     /// A file compaction `v` removes that the log no longer has live at `head`.
     fn removed_elsewhere(&self, v: &TableVersion, head: &Head) -> anyhow::Result<Option<String>> {
-        let state = replay(self.catalog.store(), &self.dir, Some(head.version))?;
-        let live: HashSet<&str> = state.files.iter().map(|f| f.path.as_str()).collect();
+        let live = self.live_files(head)?;
         for file in &v.removed {
             let path = relative(&self.dir, file)?;
-            if !live.contains(path.as_str()) {
+            if !live.contains(&path) {
                 return Ok(Some(path));
             }
         }
         Ok(None)
+    }
+
+    /// The files live at `head`, relative to the table's directory.
+    fn live_files(&self, head: &Head) -> anyhow::Result<HashSet<String>> {
+        let state = replay(self.catalog.store(), &self.dir, Some(head.version))?;
+        Ok(state.files.iter().map(|f| f.path.clone()).collect())
     }
 }
 
