@@ -12,7 +12,7 @@ use std::time::Duration;
 use rdkafka::producer::FutureRecord;
 use serde_json::{Value, json};
 use weir::embedded::registry::EmbeddedRegistry;
-use weir::formats::registry::RegistryClient;
+use weir::formats::registry::{RegistryClient, SubjectStrategy};
 use weir::formats::writers::{CrossCheckError, cross_check_topic};
 use weir::formats::{DataFormat, Format, KeyFormat, protobuf};
 use weir::publisher::StreamPublisher;
@@ -109,7 +109,7 @@ async fn keys_round_trip(format: &str, framed: bool) {
         // Registration's cross-check: the value's subject and, for a decoded key, the key's.
         let client = RegistryClient::new(registry).unwrap();
         let value = Format::parse(DataFormat::Json, VALUE_SCHEMA, None).unwrap();
-        let checked = cross_check_topic(&value, &key, &client, "clicks").unwrap();
+        let checked = cross_check_topic(&value, &key, Default::default(), &client, "clicks").unwrap();
         let subjects: Vec<&str> = checked.iter().map(|v| v.subject.as_str()).collect();
         let decoded = matches!(key, KeyFormat::Decoded(_));
         assert_eq!(subjects, if decoded { vec!["clicks-value", "clicks-key"] } else { vec!["clicks-value"] });
@@ -117,7 +117,7 @@ async fn keys_round_trip(format: &str, framed: bool) {
             // A key schema the registry's cannot be read with is refused, naming the key's subject.
             let other = r#"{"type":"object","properties":{"user":{"type":"integer"}},"required":["user"]}"#;
             let other = KeyFormat::Decoded(Format::parse(DataFormat::Json, other, None).unwrap());
-            let wrong = cross_check_topic(&value, &other, &client, "clicks").unwrap_err();
+            let wrong = cross_check_topic(&value, &other, Default::default(), &client, "clicks").unwrap_err();
             assert!(
                 matches!(&wrong, CrossCheckError::Incompatible { subject, .. } if subject == "clicks-key")
                     || format != "json",
@@ -345,4 +345,112 @@ os._exit(0)
         let expected = if i < 150 { Value::Null } else { json!("fixed") };
         assert_eq!(row["tag"], expected, "{id}: rows up to version {n} stay, the rest are the fixed plugin's");
     }
+}
+
+const CLICK_AVRO: &str = r#"{"type":"record","name":"Click","namespace":"weir.test","fields":[{"name":"id","type":"long"},{"name":"url","type":"string"}]}"#;
+
+/// One topic carrying two record types, each registered under the subject
+/// `strategy` names: the declared one becomes rows, the other dead letters
+/// that say which record they carried.
+async fn two_records_on_one_topic(strategy: SubjectStrategy, peer: &str, subject: &str) {
+    let h = Harness::new(1);
+    let registry = EmbeddedRegistry::start().unwrap();
+    let bootstrap = h.broker.bootstrap_servers();
+    let url = registry.url();
+    common::peers::subjects_py(&[
+        "records",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        "clicks",
+        "--registry",
+        &url,
+        "--strategy",
+        peer,
+        "--count",
+        "20",
+    ]);
+    let connection = KafkaConnection {
+        schema_registry: Some(SchemaRegistry { url: url.clone(), ..SchemaRegistry::default() }),
+        ..h.connection()
+    };
+    let format = Format::parse(DataFormat::Avro, CLICK_AVRO, None).unwrap();
+    let client = RegistryClient::new(connection.schema_registry.as_ref().unwrap()).unwrap();
+    let checked = cross_check_topic(&format, &KeyFormat::Bytes, strategy, &client, "clicks").unwrap();
+    assert_eq!(checked[0].subject, subject, "registration cross-checks the subject the strategy names");
+    let src_cfg = json!({"kafka.messages_rollover": 20, "kafka.time_rollover_seconds": 1});
+    let mut publisher = publisher_with(connection, &h.runtime, "passthrough", "clicks", format, src_cfg, None);
+    publisher.source.subjects = strategy;
+    let mut w = h.start(publisher, WorkerOptions::default());
+    let executions = w.commits_until(20).await;
+    w.stop().await;
+    assert_eq!(executions.iter().map(|e| e.rows_out).sum::<u64>(), 10, "the ten Clicks");
+    let dead = h.catalog.dead_letters("events/read_clicks").unwrap();
+    assert_eq!(dead.len(), 10, "the ten Views");
+    assert!(dead.iter().all(|d| d.offset % 2 == 1));
+    assert!(dead[0].error.contains("carries record `weir.test.View`"), "{}", dead[0].error);
+    let rows = committed(&h);
+    let ids: Vec<i64> = rows.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, (0..20).step_by(2).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_name_strategy() {
+    two_records_on_one_topic(SubjectStrategy::RecordNameStrategy, "record", "weir.test.Click").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_record_name_strategy() {
+    two_records_on_one_topic(SubjectStrategy::TopicRecordNameStrategy, "topic_record", "clicks-weir.test.Click").await;
+}
+
+/// An Avro writer schema that uses a named type from another subject (a
+/// schema reference) is read like one that defines it inline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avro_schema_references() {
+    let h = Harness::new(1);
+    let registry = EmbeddedRegistry::start().unwrap();
+    let url = registry.url();
+    let bootstrap = h.broker.bootstrap_servers();
+    common::peers::subjects_py(&[
+        "references",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        "clicks",
+        "--registry",
+        &url,
+        "--count",
+        "20",
+    ]);
+    let declared = r#"{"type":"record","name":"Place","namespace":"weir.test","fields":[
+        {"name":"id","type":"long"},
+        {"name":"at","type":{"type":"record","name":"Geo","fields":[{"name":"lat","type":"double"},{"name":"lon","type":"double"}]}},
+        {"name":"was","type":["null","Geo"],"default":null}]}"#;
+    let format = Format::parse(DataFormat::Avro, declared, None).unwrap();
+    let connection = KafkaConnection {
+        schema_registry: Some(SchemaRegistry { url: url.clone(), ..SchemaRegistry::default() }),
+        ..h.connection()
+    };
+    let client = RegistryClient::new(connection.schema_registry.as_ref().unwrap()).unwrap();
+    cross_check_topic(&format, &KeyFormat::Bytes, SubjectStrategy::default(), &client, "clicks").unwrap();
+    let src_cfg = json!({"kafka.messages_rollover": 20, "kafka.time_rollover_seconds": 1});
+    let publisher = publisher_with(connection, &h.runtime, "passthrough", "clicks", format, src_cfg, None);
+    let mut w = h.start(publisher, WorkerOptions::default());
+    let executions = w.commits_until(20).await;
+    w.stop().await;
+    let dead = h.catalog.dead_letters("events/read_clicks").unwrap();
+    assert!(dead.is_empty(), "{:?}", dead.first().map(|d| &d.error));
+    assert_eq!(executions.iter().map(|e| e.rows_out).sum::<u64>(), 20);
+    let mut lats = Vec::new();
+    for file in h.committed_files() {
+        for batch in weir::input::read(&file, None).unwrap().batches {
+            use arrow::array::AsArray;
+            let at = batch.column_by_name("at").unwrap().as_struct();
+            let lat = at.column_by_name("lat").unwrap().as_primitive::<arrow::datatypes::Float64Type>();
+            lats.extend(lat.values().iter().copied());
+        }
+    }
+    lats.sort_by(f64::total_cmp);
+    assert_eq!(lats, (0..20).map(|i| i as f64 / 10.0).collect::<Vec<_>>());
 }

@@ -20,6 +20,11 @@ pub fn keys_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
     peer("keys.py", args, &[])
 }
 
+/// Runs `tests/peers/subjects.py` (Confluent's AvroSerializer under a subject strategy, or with schema references) with `args`.
+pub fn subjects_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    peer("subjects.py", args, &[])
+}
+
 /// Runs `tests/peers/delta.py` (DuckDB, Polars and deltalake reading a Delta table) with `args`.
 pub fn delta_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
     delta_py_with(args, &[])

@@ -62,7 +62,7 @@ fn cross_check(
     source: &weir::publisher::source::KafkaSource,
 ) -> anyhow::Result<()> {
     let client = RegistryClient::new(registry)?;
-    match writers::cross_check_topic(&source.format, &source.key, &client, &source.topic) {
+    match writers::cross_check_topic(&source.format, &source.key, source.subjects, &client, &source.topic) {
         Ok(checked) => {
             for v in checked {
                 tracing::info!(subject = %v.subject, version = v.version, id = v.id, "schema cross-checked against the registry");

@@ -102,7 +102,7 @@ impl Part {
     /// Values of `format`; with `writers`, registry-framed.
     pub fn new(format: Format, writers: Option<WriterSchemas>) -> Self {
         let json = match &format {
-            Format::Json { columns } => Some(json::JsonDecoder::new(columns.clone())),
+            Format::Json { columns, .. } => Some(json::JsonDecoder::new(columns.clone())),
             _ => None,
         };
         Self { format, json, writers }

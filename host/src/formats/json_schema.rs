@@ -32,6 +32,12 @@ pub enum SchemaError {
 }
 
 /// Parses a JSON Schema document into an Arrow schema.
+/// A JSON Schema's `title`, if it has one.
+pub fn title(text: &str) -> Option<String> {
+    let doc: Value = serde_json::from_str(text).ok()?;
+    doc.get("title")?.as_str().map(str::to_string)
+}
+
 pub fn from_json_schema(text: &str) -> Result<Schema, SchemaError> {
     let doc: Value = serde_json::from_str(text).map_err(|e| SchemaError::Json(e.to_string()))?;
     let obj = doc.as_object().ok_or(SchemaError::NotAnObject)?;

@@ -80,7 +80,11 @@ impl DataFormat {
 /// A declared format with its schema parsed: what every row of the table holds.
 #[derive(Debug, Clone)]
 pub enum Format {
-    Json { columns: SchemaRef },
+    Json {
+        columns: SchemaRef,
+        /// The schema's `title`: its record name, as Confluent's JSON Schema serializers take it.
+        title: Option<Arc<str>>,
+    },
     Avro(Arc<avro::Declared>),
     Protobuf(Arc<protobuf::Declared>),
 }
@@ -105,6 +109,7 @@ impl Format {
             }
             (DataFormat::Json, None) => Format::Json {
                 columns: Arc::new(json_schema::from_json_schema(schema).map_err(|e| format!("does not parse: {e}"))?),
+                title: json_schema::title(schema).map(Arc::from),
             },
             (DataFormat::Avro, None) => Format::Avro(Arc::new(
                 avro::Declared::parse(schema).map_err(|e| format!("is not a usable Avro schema: {e}"))?,
@@ -115,6 +120,16 @@ impl Format {
         };
         check_writable(parsed.columns())?;
         Ok(parsed)
+    }
+
+    /// The record's full name, as a record-naming subject strategy uses it:
+    /// an Avro record's, a Protobuf message's, a JSON Schema's `title`.
+    pub fn record_name(&self) -> Option<&str> {
+        match self {
+            Self::Json { title, .. } => title.as_deref(),
+            Self::Avro(a) => Some(a.schema.name()),
+            Self::Protobuf(p) => Some(p.message.full_name()),
+        }
     }
 
     pub fn data_format(&self) -> DataFormat {
@@ -128,7 +143,7 @@ impl Format {
     /// The declared columns (without the provenance columns).
     pub fn columns(&self) -> &SchemaRef {
         match self {
-            Self::Json { columns } => columns,
+            Self::Json { columns, .. } => columns,
             Self::Avro(a) => &a.arrow,
             Self::Protobuf(p) => &p.arrow,
         }

@@ -68,6 +68,45 @@ pub fn key_subject(topic: &str) -> String {
     format!("{topic}-key")
 }
 
+/// How producers name the subject a schema is registered under, as
+/// Confluent's serializers do (`subject.name.strategy`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+pub enum SubjectStrategy {
+    /// `<topic>-value` (`<topic>-key`): one record type a topic.
+    #[default]
+    TopicNameStrategy,
+    /// The record's full name: a record type registered once, on any topic.
+    RecordNameStrategy,
+    /// `<topic>-<record full name>`: several record types a topic.
+    TopicRecordNameStrategy,
+}
+
+impl SubjectStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TopicNameStrategy => "TopicNameStrategy",
+            Self::RecordNameStrategy => "RecordNameStrategy",
+            Self::TopicRecordNameStrategy => "TopicRecordNameStrategy",
+        }
+    }
+
+    /// Whether the subject names the record, so that one topic may carry
+    /// other records: a message must then carry the declared one.
+    pub fn names_records(self) -> bool {
+        self != Self::TopicNameStrategy
+    }
+
+    /// The subject of `topic`'s keys (`key`) or values whose record is `record`.
+    pub fn subject(self, topic: &str, record: &str, key: bool) -> String {
+        match self {
+            Self::TopicNameStrategy if key => key_subject(topic),
+            Self::TopicNameStrategy => value_subject(topic),
+            Self::RecordNameStrategy => record.to_string(),
+            Self::TopicRecordNameStrategy => format!("{topic}-{record}"),
+        }
+    }
+}
+
 /// A framed value, split.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Framed<'a> {

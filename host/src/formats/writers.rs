@@ -11,7 +11,7 @@ use std::time::Duration;
 use prost_reflect::DescriptorPool;
 
 use super::registry::{
-    PROTO_MAIN, RegisteredSchema, RegistryClient, RegistryError, SchemaType, proto_files, value_subject,
+    PROTO_MAIN, RegisteredSchema, RegistryClient, RegistryError, SchemaType, SubjectStrategy, proto_files,
 };
 use super::{Format, avro_schema, json_schema, protobuf};
 
@@ -101,6 +101,9 @@ struct Shared {
     fetching: tokio::sync::Mutex<()>,
     observer: Option<Observer>,
     backoff: (Duration, Duration),
+    /// A subject strategy that names records: a writer schema of another
+    /// record than the declared one is refused.
+    by_record: Option<SubjectStrategy>,
 }
 
 impl std::fmt::Debug for WriterSchemas {
@@ -143,8 +146,17 @@ impl WriterSchemas {
                 fetching: tokio::sync::Mutex::new(()),
                 observer,
                 backoff,
+                by_record: None,
             }),
         }
+    }
+
+    /// Under `strategy`, when it names records, messages of another record
+    /// than the declared one are dead letters that name the record they carried.
+    pub fn by_record(mut self, strategy: SubjectStrategy) -> Self {
+        let shared = Arc::get_mut(&mut self.inner).expect("set before the writer schemas are shared");
+        shared.by_record = strategy.names_records().then_some(strategy);
+        self
     }
 
     pub fn subject(&self) -> &str {
@@ -238,6 +250,20 @@ impl WriterSchemas {
                 format.data_format().as_str()
             )));
         }
+        if let (Some(strategy), Some(declared)) = (self.inner.by_record, format.record_name()) {
+            let carried = match format {
+                Format::Avro(_) => avro_schema::top_name(&schema.schema),
+                Format::Json { .. } => json_schema::title(&schema.schema),
+                // Each message's path names its message, which is checked as it is read.
+                Format::Protobuf(_) => None,
+            };
+            if let Some(carried) = carried.filter(|c| c != declared) {
+                return Ok(Writer::Refused(format!(
+                    "the value carries record `{carried}` (schema id {id}), not the declared `{declared}`: under subject_name_strategy = {:?} this publisher reads only `{declared}`",
+                    strategy.as_str()
+                )));
+            }
+        }
         Ok(match resolve(format, &schema, &self.inner.client) {
             Ok(writer) => writer,
             Err(Resolution::Registry(e)) => return Err(e),
@@ -279,32 +305,37 @@ impl From<RegistryError> for Resolution {
 /// registration (against the subject's latest version) and while consuming.
 pub fn resolve(format: &Format, schema: &RegisteredSchema, client: &RegistryClient) -> Result<Writer, Resolution> {
     match format {
-        Format::Json { columns } => {
+        Format::Json { columns, .. } => {
             let writer = json_schema::from_json_schema(&schema.schema)
                 .map_err(|e| Resolution::Incompatible(format!("the writer's JSON Schema does not parse: {e}")))?;
             json_schema::check_compatible(&writer, columns).map_err(Resolution::Incompatible)?;
             Ok(Writer::Json)
         }
         Format::Avro(declared) => {
-            if !schema.references.is_empty() {
-                return Err(Resolution::Incompatible(
-                    "it references other subjects' schemas, which weir does not read for Avro yet: register it with its named types inline".into(),
-                ));
-            }
-            let writer = avro_schema::AvroSchema::parse(&schema.schema)
+            // Named types from other subjects' schemas are defined where first used.
+            let text = match schema.references.is_empty() {
+                true => schema.schema.clone(),
+                false => {
+                    let mut referenced = Vec::new();
+                    avro_references(client, &schema.references, &mut referenced)?;
+                    let texts: Vec<String> = referenced.into_iter().map(|(_, text)| text).collect();
+                    avro_schema::inline_references(&schema.schema, &texts).map_err(Resolution::Incompatible)?
+                }
+            };
+            let writer = avro_schema::AvroSchema::parse(&text)
                 .map_err(|e| Resolution::Incompatible(format!("the writer's Avro schema {e}")))?;
             declared.schema.can_read(&writer).map_err(|e| Resolution::Incompatible(e.to_string()))?;
             // arrow-avro must agree, or decoding would fail on every message.
-            super::avro::decoder(&schema.schema, &declared.text, 1)
+            super::avro::decoder(&text, &declared.text, 1)
                 .map_err(|e| Resolution::Incompatible(format!("weir's Avro decoder cannot resolve it: {e}")))?;
             // The declared schema itself, however it is spaced, is read without resolution (faster).
             let same = |a: &str, b: &str| {
                 serde_json::from_str::<serde_json::Value>(a).ok() == serde_json::from_str::<serde_json::Value>(b).ok()
             };
-            if same(&schema.schema, &declared.text) {
+            if same(&text, &declared.text) {
                 return Ok(Writer::Avro(declared.text.clone()));
             }
-            Ok(Writer::Avro(schema.schema.as_str().into()))
+            Ok(Writer::Avro(text.as_str().into()))
         }
         Format::Protobuf(declared) => {
             let files = proto_files(&schema.schema, &schema.references, &mut |r| {
@@ -323,6 +354,25 @@ pub fn resolve(format: &Format, schema: &RegisteredSchema, client: &RegistryClie
     }
 }
 
+/// The Avro schemas `references` name, and those they reference, each once
+/// (by subject and version), in the order met.
+fn avro_references(
+    client: &RegistryClient,
+    references: &[super::registry::Reference],
+    found: &mut Vec<((String, i64), String)>,
+) -> Result<(), RegistryError> {
+    for r in references {
+        let at = (r.subject.clone(), r.version);
+        if found.iter().any(|(seen, _)| *seen == at) {
+            continue;
+        }
+        let referenced = client.version(&r.subject, &r.version.to_string(), SchemaType::Avro)?.schema;
+        found.push((at, referenced.schema.clone()));
+        avro_references(client, &referenced.references, found)?;
+    }
+    Ok(())
+}
+
 /// Why the declared schema failed its cross-check against the registry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CrossCheckError {
@@ -338,6 +388,10 @@ pub enum CrossCheckError {
         "the declared schema cannot read what the registry holds for subject `{subject}` (version {version}, id {id}): {reason}"
     )]
     Incompatible { subject: String, version: i64, id: u32, reason: String },
+    #[error(
+        "subject_name_strategy = {strategy:?} names subjects after the record, and the declared JSON Schema has no `title` to name it: give it the title its producers' schema has"
+    )]
+    NoRecordName { strategy: &'static str },
 }
 
 /// Cross-checks a topic's declared value schema against its value subject
@@ -346,14 +400,29 @@ pub enum CrossCheckError {
 pub fn cross_check_topic(
     value: &Format,
     key: &super::KeyFormat,
+    strategy: SubjectStrategy,
     client: &RegistryClient,
     topic: &str,
 ) -> Result<Vec<super::registry::SubjectVersion>, CrossCheckError> {
-    let mut checked = vec![cross_check(value, client, &value_subject(topic))?];
+    let mut checked = vec![cross_check(value, client, &subject_of(strategy, value, topic, false)?)?];
     if let super::KeyFormat::Decoded(key) = key {
-        checked.push(cross_check(key, client, &super::registry::key_subject(topic))?);
+        checked.push(cross_check(key, client, &subject_of(strategy, key, topic, true)?)?);
     }
     Ok(checked)
+}
+
+/// The subject `strategy` registers `format`'s schemas of `topic` under.
+pub fn subject_of(
+    strategy: SubjectStrategy,
+    format: &Format,
+    topic: &str,
+    key: bool,
+) -> Result<String, CrossCheckError> {
+    match (strategy.names_records(), format.record_name()) {
+        (false, _) => Ok(strategy.subject(topic, "", key)),
+        (true, Some(record)) => Ok(strategy.subject(topic, record, key)),
+        (true, None) => Err(CrossCheckError::NoRecordName { strategy: strategy.as_str() }),
+    }
 }
 
 /// Cross-checks the declared schema against the latest version of a

@@ -25,6 +25,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::formats::KeyFormat;
+use crate::formats::registry::SubjectStrategy;
 use crate::publisher::source::{self, DataFormat, KafkaSource, SourceConfig};
 
 #[derive(Debug, Deserialize)]
@@ -60,6 +61,8 @@ pub struct KafkaSection {
     pub key_message: Option<String>,
     /// Whether rows carry the headers (`_headers`); true unless set false.
     pub include_headers: Option<bool>,
+    /// How producers name the registry subjects of this topic's schemas.
+    pub subject_name_strategy: Option<SubjectStrategy>,
     #[serde(default)]
     pub src_cfg: BTreeMap<String, toml::Value>,
 }
@@ -99,6 +102,10 @@ pub enum DeclarationError {
     KeySchemaUnused(&'static str, &'static str),
     #[error("the key schema {0}")]
     KeySchema(String),
+    #[error(
+        "subject_name_strategy = {0:?} names subjects after the record, and the declared JSON Schema has no `title`: give it the title its producers' schema has"
+    )]
+    NoRecordName(&'static str),
     #[error(transparent)]
     Source(#[from] source::SourceError),
 }
@@ -141,6 +148,11 @@ impl Declaration {
             kafka.src_cfg.iter().map(|(k, v)| (k.clone(), serde_json::to_value(v).unwrap_or_default())).collect();
         let config = SourceConfig::parse(&src_cfg)?;
         let key = key_format(&kafka, base_dir)?;
+        let subjects = kafka.subject_name_strategy.unwrap_or_default();
+        let untitled = |f: &crate::formats::Format| subjects.names_records() && f.record_name().is_none();
+        if untitled(&format) || matches!(&key, KeyFormat::Decoded(k) if untitled(k)) {
+            return Err(DeclarationError::NoRecordName(subjects.as_str()));
+        }
         let kafka_topic = kafka.topic;
         Ok(Resolved {
             name: self.name,
@@ -149,6 +161,7 @@ impl Declaration {
                 dead_letter_topic: kafka.dead_letter_topic,
                 key,
                 headers: kafka.include_headers.unwrap_or(true),
+                subjects,
                 ..KafkaSource::new(kafka_topic, format, config)
             },
         })

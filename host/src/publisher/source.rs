@@ -367,12 +367,22 @@ pub struct KafkaSource {
     pub key: KeyFormat,
     /// Whether rows carry the messages' headers (`_headers`).
     pub headers: bool,
+    /// How the registry's subjects of this topic's schemas are named.
+    pub subjects: crate::formats::registry::SubjectStrategy,
 }
 
 impl KafkaSource {
     /// A source of `topic` in `format`, keys as bytes, headers kept.
     pub fn new(topic: impl Into<String>, format: Format, config: SourceConfig) -> Self {
-        Self { topic: topic.into(), format, config, dead_letter_topic: None, key: KeyFormat::Bytes, headers: true }
+        Self {
+            topic: topic.into(),
+            format,
+            config,
+            dead_letter_topic: None,
+            key: KeyFormat::Bytes,
+            headers: true,
+            subjects: Default::default(),
+        }
     }
 }
 

@@ -21,10 +21,10 @@ use super::plugins;
 use super::request::{body, resolve};
 use super::supervisor::WorkerState;
 use crate::catalog::{Catalog, Execution, PublisherRecord, Tenant};
-use crate::formats::registry::{RegistryClient, value_subject};
-use crate::formats::{Format, KeyFormat, writers};
+use crate::formats::registry::RegistryClient;
+use crate::formats::{Format, writers};
 use crate::publisher::declaration::table_name_for_topic;
-use crate::publisher::source::{KafkaConnection, SchemaRegistry};
+use crate::publisher::source::{KafkaConnection, KafkaSource, SchemaRegistry};
 use crate::sources::kafka::{self, CheckError};
 
 #[derive(Deserialize)]
@@ -97,10 +97,7 @@ pub async fn register(
     let topic = resolved.source.topic.clone();
     check_broker(&app, connection.clone(), Some(topic.clone())).await?;
     let cross_checked = match &connection.schema_registry {
-        Some(registry) => Some(
-            cross_check(registry.clone(), resolved.source.format.clone(), resolved.source.key.clone(), topic.clone())
-                .await?,
-        ),
+        Some(registry) => Some(cross_check(registry.clone(), resolved.source.clone()).await?),
         None => None,
     };
 
@@ -127,11 +124,11 @@ pub async fn register(
 /// Registry mode: the declared schema must read what the registry holds for
 /// the topic's subject. A 422 that names the field and both types otherwise,
 /// or says the registry or the subject is missing.
-async fn cross_check(registry: SchemaRegistry, format: Format, key: KeyFormat, topic: String) -> ApiResult<String> {
+async fn cross_check(registry: SchemaRegistry, source: KafkaSource) -> ApiResult<String> {
     tokio::task::spawn_blocking(move || {
         let client = RegistryClient::new(&registry).map_err(|e| ApiError::invalid(e.to_string()))?;
-        let checked =
-            writers::cross_check_topic(&format, &key, &client, &topic).map_err(|e| ApiError::invalid(e.to_string()))?;
+        let checked = writers::cross_check_topic(&source.format, &source.key, source.subjects, &client, &source.topic)
+            .map_err(|e| ApiError::invalid(e.to_string()))?;
         let subjects: Vec<String> =
             checked.iter().map(|v| format!("subject {}, version {}, id {}", v.subject, v.version, v.id)).collect();
         Ok(format!("schema cross-checked against the registry ({})", subjects.join("; ")))
@@ -296,7 +293,8 @@ pub async fn status(
         "message": match &source.format { Format::Protobuf(p) => Some(p.message.full_name().to_string()), _ => None },
         "schema_registry": record.collection.connection.as_ref().and_then(|c| c.schema_registry.as_ref()).map(|r| json!({
             "url": r.url,
-            "subject": value_subject(&source.topic),
+            "subject": writers::subject_of(source.subjects, &source.format, &source.topic, false).ok(),
+            "subject_name_strategy": source.subjects.as_str(),
             "waiting": registry.as_ref().and_then(|v| v.waiting.clone()),
             "waiting_since_ms": registry.as_ref().and_then(|v| v.waiting_since_ms),
             "schema_ids": registry.as_ref().map(|v| v.schema_ids.iter().map(|(id, usable)| json!({"id": id, "usable": usable})).collect::<Vec<_>>()).unwrap_or_default(),

@@ -147,7 +147,8 @@ pub(super) fn canonical(stored: &Stored) -> (SchemaType, String, String) {
 
 pub(super) fn validate(store: &Store, stored: &Stored) -> Result<(), Failure> {
     match stored.schema_type {
-        SchemaType::Avro => AvroSchema::parse_any(&stored.schema)
+        SchemaType::Avro => avro_standalone(store, stored)
+            .and_then(|text| AvroSchema::parse_any(&text).map_err(|e| e.to_string()))
             .map(|_| ())
             .map_err(|e| Failure::invalid(format!("Invalid schema {}: {e}", stored.schema))),
         SchemaType::Json => serde_json::from_str::<Value>(&stored.schema)
@@ -197,6 +198,26 @@ fn can_read(reader: &Stored, writer: &Stored) -> Result<(), String> {
         }
         SchemaType::Protobuf => Ok(()),
     }
+}
+
+/// A stored Avro schema with the named types its references define inlined where first used.
+fn avro_standalone(store: &Store, stored: &Stored) -> Result<String, String> {
+    if stored.references.is_empty() {
+        return Ok(stored.schema.clone());
+    }
+    let (mut texts, mut seen, mut open) = (Vec::new(), Vec::new(), stored.references.clone());
+    while let Some(r) = open.pop() {
+        if seen.contains(&(r.subject.clone(), r.version)) {
+            continue;
+        }
+        seen.push((r.subject.clone(), r.version));
+        let v = find_version(store, &r.subject, &r.version.to_string())
+            .map_err(|_| format!("reference {} (subject {} version {}) not found", r.name, r.subject, r.version))?;
+        let referenced = &store.schemas[v.id as usize - 1];
+        texts.push(referenced.schema.clone());
+        open.extend(referenced.references.iter().cloned());
+    }
+    crate::formats::avro_schema::inline_references(&stored.schema, &texts)
 }
 
 /// Compiles a stored Protobuf schema with the references it imports; returns the pool and its file name.

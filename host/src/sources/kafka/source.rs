@@ -3,7 +3,7 @@
 //! (or, the few fetched before their partition was forwarded there, from the
 //! consumer queue), and committed batches move the group's offsets.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,8 +19,8 @@ use super::consumer::{Assignment, WorkerConsumer, subscribe, to_raw};
 use super::dead_letters::DeadLetterTopic;
 use super::queue::MessageQueue;
 use crate::catalog::{Catalog, PartitionRange};
-use crate::formats::registry::{RegistryClient, key_subject, value_subject};
-use crate::formats::writers::{Observer, WriterSchemas};
+use crate::formats::registry::RegistryClient;
+use crate::formats::writers::{Observer, WriterSchemas, subject_of};
 use crate::formats::{DeadLetter, Decoder, Format, KeyFormat, Part, RawMessage};
 use crate::publisher::StreamPublisher;
 use crate::publisher::source::StartFrom;
@@ -60,7 +60,7 @@ pub fn open(publisher: &StreamPublisher, catalog: Arc<Catalog>, observer: Option
             StartFrom::Time(ms) => Some(ms),
             _ => None,
         },
-        before_start: HashSet::new(),
+        fresh: HashMap::new(),
     });
     Ok(Opened { source, acks, decoder })
 }
@@ -75,15 +75,17 @@ pub fn decoder(publisher: &StreamPublisher, observer: Option<Observer>) -> anyho
         }
         None => None,
     };
-    let writers = |format: &Format, subject: String| {
-        let client = client.clone()?;
-        Some(WriterSchemas::new(client, format.clone(), subject, observer.clone()))
+    let writers = |format: &Format, key: bool| -> anyhow::Result<Option<WriterSchemas>> {
+        let Some(client) = client.clone() else { return Ok(None) };
+        let subject = subject_of(source.subjects, format, &source.topic, key)?;
+        let writers = WriterSchemas::new(client, format.clone(), subject, observer.clone());
+        Ok(Some(writers.by_record(source.subjects)))
     };
     let key = source.key.key(match &source.key {
-        KeyFormat::Decoded(format) => writers(format, key_subject(&source.topic)),
+        KeyFormat::Decoded(format) => writers(format, true)?,
         _ => None,
     });
-    let value = Part::new(source.format.clone(), writers(&source.format, value_subject(&source.topic)));
+    let value = Part::new(source.format.clone(), writers(&source.format, false)?);
     Ok(Decoder::new(value, key, source.headers))
 }
 
@@ -148,16 +150,23 @@ struct TopicSource {
     probe: Option<tokio::task::JoinHandle<()>>,
     /// `kafka.start_from` a time (ms since the epoch), if it is one.
     start_time: Option<i64>,
-    /// Partitions read from where no offset was stored, whose messages before
-    /// `start_time` are skipped until the first at or after it.
-    before_start: HashSet<i32>,
+    /// Partitions assigned where the catalog stored no offset, and the first
+    /// offset handed out of each (`None`: none yet; until then, messages
+    /// before `start_time` are skipped). A batch of theirs that is dropped
+    /// is read again from there, not from wherever `start_from` would start.
+    fresh: HashMap<i32, Option<i64>>,
 }
 
 impl TopicSource {
     fn event(&mut self, change: Assignment) -> SourceEvent {
         match change {
             Assignment::Assigned(offsets) => {
-                self.skip_before_start(&offsets);
+                for (&partition, offset) in &offsets {
+                    match offset {
+                        None => self.fresh.insert(partition, None),
+                        Some(_) => self.fresh.remove(&partition),
+                    };
+                }
                 SourceEvent::Assigned(offsets)
             }
             Assignment::Revoked(partitions) => {
@@ -174,20 +183,6 @@ impl TopicSource {
             Assignment::Reachable => {
                 self.probe = None;
                 SourceEvent::Reachable
-            }
-        }
-    }
-
-    /// Skips what comes before `kafka.start_from`'s time on the partitions
-    /// of `positions` that start where no offset is stored.
-    fn skip_before_start(&mut self, positions: &BTreeMap<i32, Option<i64>>) {
-        if self.start_time.is_some() {
-            for (&partition, offset) in positions {
-                if offset.is_none() {
-                    self.before_start.insert(partition);
-                } else {
-                    self.before_start.remove(&partition);
-                }
             }
         }
     }
@@ -247,13 +242,15 @@ impl Source for TopicSource {
                     taken
                 }
             };
-            if let (Some(Ok(m)), Some(start)) = (&taken, self.start_time)
-                && self.before_start.contains(&m.partition)
+            if let Some(Ok(m)) = &taken
+                && let Some(first @ None) = self.fresh.get_mut(&m.partition)
             {
-                if m.timestamp.is_some_and(|t| t < start) {
+                if let Some(start) = self.start_time
+                    && m.timestamp.is_some_and(|t| t < start)
+                {
                     continue;
                 }
-                self.before_start.remove(&m.partition);
+                *first = Some(m.offset);
             }
             return taken.map(|m| m.with_context(|| format!("consuming topic `{}`", self.topic)));
         }
@@ -261,9 +258,10 @@ impl Source for TopicSource {
 
     fn rewind(&mut self, positions: &BTreeMap<i32, Option<i64>>) {
         self.forget(&positions.keys().copied().collect::<Vec<_>>());
-        self.skip_before_start(positions);
         for (&partition, offset) in positions {
-            let position = offset.map_or(Offset::Beginning, Offset::Offset);
+            // Never committed: from the first offset handed out (none yet: from the beginning).
+            let first = offset.or_else(|| self.fresh.get(&partition).copied().flatten());
+            let position = first.map_or(Offset::Beginning, Offset::Offset);
             if let Err(e) = self.consumer.seek(&self.topic, partition, position, Duration::from_secs(10)) {
                 tracing::warn!(publisher = %self.id, partition, error = %e, "seeking to read a dropped batch again");
             }
