@@ -1,6 +1,7 @@
 //! Kafka messages to Arrow rows. One module per format turns message values
 //! into record batches of the declared columns: `json` (with `json_schema`
-//! for its JSON Schema), `avro` (with `avro_schema`), `protobuf`; `registry`
+//! for its JSON Schema), `avro` (with `avro_schema`, and `avro_references` for
+//! schemas that use other subjects' types), `protobuf`; `registry`
 //! is the Confluent wire format and client, and `writers` the writer schemas a
 //! registry serves, resolved against the declared schema. [`Decoder`]
 //! (in `decoder`) is the one interface the stream worker uses: it does not learn which format it reads.
@@ -19,6 +20,7 @@
 //! | `_headers`   | `List<Struct<key: Utf8, value: Binary>>` | the headers in order, repeated keys kept (unless `include_headers = false`) |
 
 pub mod avro;
+pub mod avro_references;
 pub mod avro_schema;
 mod decoder;
 pub mod json;

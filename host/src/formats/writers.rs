@@ -319,7 +319,8 @@ pub fn resolve(format: &Format, schema: &RegisteredSchema, client: &RegistryClie
                     let mut referenced = Vec::new();
                     avro_references(client, &schema.references, &mut referenced)?;
                     let texts: Vec<String> = referenced.into_iter().map(|(_, text)| text).collect();
-                    avro_schema::inline_references(&schema.schema, &texts).map_err(Resolution::Incompatible)?
+                    super::avro_references::inline_references(&schema.schema, &texts)
+                        .map_err(Resolution::Incompatible)?
                 }
             };
             let writer = avro_schema::AvroSchema::parse(&text)

@@ -217,7 +217,7 @@ fn avro_standalone(store: &Store, stored: &Stored) -> Result<String, String> {
         texts.push(referenced.schema.clone());
         open.extend(referenced.references.iter().cloned());
     }
-    crate::formats::avro_schema::inline_references(&stored.schema, &texts)
+    crate::formats::avro_references::inline_references(&stored.schema, &texts)
 }
 
 /// Compiles a stored Protobuf schema with the references it imports; returns the pool and its file name.
