@@ -1,8 +1,8 @@
 //! What the Kafka source takes beyond a topic's values, through the whole
 //! stream worker on the embedded broker: keys in every key format, plain
 //! and registry-framed (made by independent producers, `tests/peers/keys.py`),
-//! headers, and where a new publisher starts. The committed table is read
-//! back with pyarrow.
+//! headers, subject strategies, AWS Glue's registry (moto), and where a new
+//! publisher starts. The committed table is read back with pyarrow.
 
 mod common;
 
@@ -13,13 +13,14 @@ use rdkafka::producer::FutureRecord;
 use serde_json::{Value, json};
 use weir::embedded::registry::EmbeddedRegistry;
 use weir::formats::registry::{RegistryClient, SubjectStrategy};
+use weir::formats::writers::RegistryEvent;
 use weir::formats::writers::{CrossCheckError, cross_check_topic};
 use weir::formats::{DataFormat, Format, KeyFormat, protobuf};
 use weir::publisher::StreamPublisher;
 use weir::publisher::source::{KafkaConnection, SchemaRegistry};
-use weir::stream::WorkerOptions;
+use weir::stream::{WorkerEvent, WorkerOptions};
 
-use common::peers::keys_py;
+use common::peers::{glue_produce, keys_py, parquet_rows};
 use common::stream::{Harness, producer, publisher_with};
 
 const COUNT: usize = 20;
@@ -453,4 +454,100 @@ async fn avro_schema_references() {
     }
     lats.sort_by(f64::total_cmp);
     assert_eq!(lats, (0..20).map(|i| i as f64 / 10.0).collect::<Vec<_>>());
+}
+
+/// Values framed by AWS's Glue serializer (the `aws-glue-schema-registry`
+/// package over moto's Glue API), some zlib-compressed: cross-checked at
+/// registration, read through an evolution v1 → v2 and a registry outage
+/// (held, not dead-lettered), and a writer schema the declared one cannot
+/// read made dead letters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn glue_registry_avro() {
+    let h = Harness::new(1);
+    // moto serves Glue's API; its relay is the outage.
+    let moto = common::s3::S3::start("unused");
+    let bootstrap = h.broker.bootstrap_servers().to_string();
+    let produce =
+        |schema: &str, start: usize, count: usize| glue_produce(&moto, &bootstrap, "avro", schema, start, count);
+    produce("v1", 0, 10);
+    let registry = moto.glue(&moto.endpoint);
+    let client = RegistryClient::new(&registry).unwrap();
+    let strategy = SubjectStrategy::default();
+
+    // Registration: the declared schema against the latest version of the schema named after the topic.
+    let declared = r#"{"type":"record","name":"Click","namespace":"weir.test","fields":[
+        {"name":"id","type":"long"},{"name":"url","type":"string"},
+        {"name":"referrer","type":["null","string"],"default":null}]}"#;
+    let format = Format::parse(DataFormat::Avro, declared, None).unwrap();
+    let checked = cross_check_topic(&format, &KeyFormat::Bytes, strategy, &client, "clicks").unwrap();
+    assert_eq!((checked[0].subject.as_str(), checked[0].version), ("clicks-value", 1));
+    let wrong = Format::parse(
+        DataFormat::Avro,
+        r#"{"type":"record","name":"Click","namespace":"weir.test","fields":[{"name":"id","type":"string"}]}"#,
+        None,
+    )
+    .unwrap();
+    let refused = cross_check_topic(&wrong, &KeyFormat::Bytes, strategy, &client, "clicks").unwrap_err();
+    assert!(matches!(refused, CrossCheckError::Incompatible { .. }), "{refused}");
+    let missing = cross_check_topic(&format, &KeyFormat::Bytes, strategy, &client, "views").unwrap_err();
+    assert!(matches!(missing, CrossCheckError::NoSubject { .. }), "{missing}");
+
+    let connection = KafkaConnection { schema_registry: Some(registry), ..h.connection() };
+    let src_cfg = json!({"kafka.messages_rollover": 10, "kafka.time_rollover_seconds": 1});
+    let publisher = publisher_with(connection, &h.runtime, "passthrough", "clicks", format, src_cfg, None);
+    let mut w = h.start(publisher, WorkerOptions::default());
+    w.commits_until(10).await;
+
+    // Producers move to v2 while the registry cannot be reached: the worker waits for it.
+    moto.outage(true);
+    produce("v2", 10, 10);
+    w.next_matching(|e| matches!(e, WorkerEvent::Registry(RegistryEvent::Waiting { .. })).then_some(())).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(h.catalog.dead_letters("events/read_clicks").unwrap().is_empty(), "held, not dead-lettered");
+    moto.outage(false);
+    w.commits_until(10).await;
+
+    // A writer schema the declared one cannot read: its values are dead letters that say why.
+    produce("other", 20, 4);
+    w.commits_until(4).await;
+    w.stop().await;
+    let dead = h.catalog.dead_letters("events/read_clicks").unwrap();
+    assert_eq!(dead.iter().map(|d| d.offset).collect::<Vec<_>>(), vec![20, 21, 22, 23]);
+    assert!(dead[0].error.contains("cannot be read as the declared schema"), "{}", dead[0].error);
+    assert!(dead[0].error.starts_with("schema version "), "{}", dead[0].error);
+
+    let rows = parquet_rows(&h.committed_files());
+    assert_eq!(rows.len(), 20, "each value once");
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row["id"], json!(i));
+        assert_eq!(row["url"], json!(format!("/p/{i}")));
+        let referrer = if i < 10 { Value::Null } else { json!(format!("r{i}")) };
+        assert_eq!(row["referrer"], referrer, "v1 values take the declared default");
+    }
+    let versions: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["_schema_id"].as_str().unwrap()).collect();
+    assert_eq!(versions.len(), 2, "two schema versions, as UUIDs: {versions:?}");
+    assert!(versions.iter().all(|v| weir::formats::registry::parse_uuid(v).is_some()));
+}
+
+/// JSON Schema values through Glue, half of them compressed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn glue_registry_json() {
+    let h = Harness::new(1);
+    let moto = common::s3::S3::start("unused");
+    glue_produce(&moto, h.broker.bootstrap_servers(), "json", "v1", 0, 10);
+    let registry = moto.glue(&moto.direct);
+    let declared =
+        r#"{"type":"object","properties":{"id":{"type":"integer"},"url":{"type":"string"}},"required":["id"]}"#;
+    let format = Format::parse(DataFormat::Json, declared, None).unwrap();
+    let client = RegistryClient::new(&registry).unwrap();
+    cross_check_topic(&format, &KeyFormat::Bytes, SubjectStrategy::default(), &client, "clicks").unwrap();
+    let connection = KafkaConnection { schema_registry: Some(registry), ..h.connection() };
+    let src_cfg = json!({"kafka.messages_rollover": 10, "kafka.time_rollover_seconds": 1});
+    let publisher = publisher_with(connection, &h.runtime, "passthrough", "clicks", format, src_cfg, None);
+    let mut w = h.start(publisher, WorkerOptions::default());
+    w.commits_until(10).await;
+    w.stop().await;
+    assert!(h.catalog.dead_letters("events/read_clicks").unwrap().is_empty());
+    let urls: Vec<Value> = parquet_rows(&h.committed_files()).iter().map(|r| r["url"].clone()).collect();
+    assert_eq!(urls, (0..10).map(|i| json!(format!("/p/{i}"))).collect::<Vec<_>>());
 }

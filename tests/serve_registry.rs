@@ -2,7 +2,7 @@
 //! cross-checks the declared schema against the registry (each failure a 422
 //! that says what is wrong), registry-framed Avro lands in the table, the
 //! password never comes back, and `publisher status` says when the worker
-//! waits for the registry.
+//! waits for the registry. The same through an AWS Glue registry (moto).
 
 mod common;
 
@@ -123,8 +123,9 @@ fn registration_cross_checks_the_declared_schema_against_the_registry() {
     assert_eq!(status, 201, "{answer}");
     let message = answer["message"].as_str().unwrap();
     assert!(
-        message
-            .contains(&format!("schema cross-checked against the registry (subject clicks-value, version 2, id {id})")),
+        message.contains(&format!(
+            "schema cross-checked against the registry (subject clicks-value, version 2, schema id {id})"
+        )),
         "{message}"
     );
 }
@@ -214,5 +215,67 @@ fn registry_framed_avro_through_the_cli_with_a_password_that_never_comes_back() 
     server.wait_for_rows(&token, "events", "clicks", 80);
     let status = server.cli_json(&token, &["publisher", "status", "events/read_clicks"]);
     assert!(status["schema_registry"]["waiting"].is_null(), "{status}");
+    assert_eq!(status["last_batch"]["dead_letters"], 0, "{status}");
+}
+
+/// A Glue registry through the CLI: the CLI sends its own AWS credentials
+/// (a server never lends its own), they never come back, registration
+/// cross-checks against the schema named after the topic, and Glue-framed
+/// values (some zlib-compressed) land in the table.
+#[test]
+fn glue_registry_through_the_cli_with_credentials_that_never_come_back() {
+    let broker = broker();
+    let moto = common::s3::S3::start("unused");
+    let v1 = r#"{"type":"record","name":"Click","namespace":"weir.test","fields":[{"name":"id","type":"long"},{"name":"url","type":"string"}]}"#;
+    common::peers::glue_produce(&moto, broker.bootstrap_servers(), "avro", "v1", 0, 20);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    let token = server.tenant("acme", json!({}));
+
+    let glue = json!({ "kind": "glue", "region": "us-east-1", "registry_name": "weir", "endpoint": moto.direct });
+    let connection = json!({ "bootstrap_servers": broker.bootstrap_servers(), "schema_registry": glue });
+    let body = json!({ "name": "lent", "connection": connection });
+    let (status, answer) = server.http("POST", "/v1/collections", Some(&token), Some(Body::Json(body)));
+    assert_eq!(status, 422, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("does not lend its own AWS credentials"), "{answer}");
+
+    let aws =
+        [("AWS_ACCESS_KEY_ID", "weir-tests".to_string()), ("AWS_SECRET_ACCESS_KEY", "glue-secret-key".to_string())];
+    let args = [
+        "collection",
+        "create",
+        "events",
+        "--bootstrap-servers",
+        broker.bootstrap_servers(),
+        "--glue-registry",
+        "weir",
+        "--glue-region",
+        "us-east-1",
+        "--glue-endpoint",
+        &moto.direct,
+    ];
+    let out = server.cli_env(&token, &args, &aws);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let shown = server.cli_ok(&token, &["collection", "show", "events", "--output", "json"]);
+    assert!(shown.contains("\"registry_name\": \"weir\"") && !shown.contains("glue-secret-key"), "{shown}");
+
+    std::fs::write(dir.path().join("clicks.avsc"), v1).unwrap();
+    let text = declaration("avro", "", "").replace("schema = \"\"", "schema = \"clicks.avsc\"");
+    std::fs::write(dir.path().join("read_clicks.toml"), text).unwrap();
+    let plugin = common::guest_path("passthrough");
+    let declaration = dir.path().join("read_clicks.toml");
+    let args = ["publisher", "register", "events", declaration.to_str().unwrap(), "--plugin", plugin.to_str().unwrap()];
+    let out = server.cli_ok(&token, &args);
+    assert!(
+        out.contains("schema cross-checked against the registry (subject clicks-value, version 1, schema version "),
+        "{out}"
+    );
+    server.wait_for_rows(&token, "events", "clicks", 20);
+    let status = server.cli_json(&token, &["publisher", "status", "events/read_clicks"]);
+    let registry = &status["schema_registry"];
+    assert!(registry["url"].as_str().unwrap().ends_with("(AWS Glue registry weir in us-east-1)"), "{status}");
+    let ids = registry["schema_ids"].as_array().unwrap();
+    assert_eq!(ids.len(), 1, "{status}");
+    assert!(weir::formats::registry::parse_uuid(ids[0]["id"].as_str().unwrap()).is_some(), "{status}");
     assert_eq!(status["last_batch"]["dead_letters"], 0, "{status}");
 }

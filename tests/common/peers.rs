@@ -25,6 +25,50 @@ pub fn subjects_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
     peer("subjects.py", args, &[])
 }
 
+/// Runs `tests/peers/glue.py` (the `aws-glue-schema-registry` package's serializer over moto's Glue; pyarrow reading) with `args` and `env`.
+pub fn glue_py<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, String)]) -> String {
+    peer("glue.py", args, env)
+}
+
+/// Values `start..start + count` of topic `clicks`, framed by AWS's Glue
+/// serializer through moto's Glue (registry `weir`, straight to moto): `format`
+/// avro or json, `schema` v1, v2 or other (see glue.py); the odd ones zlib-compressed.
+pub fn glue_produce(moto: &super::s3::S3, bootstrap: &str, format: &str, schema: &str, start: usize, count: usize) {
+    let (start, count) = (start.to_string(), count.to_string());
+    let args = [
+        "produce",
+        "--endpoint",
+        &moto.direct,
+        "--registry",
+        "weir",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        "clicks",
+        "--format",
+        format,
+        "--schema",
+        schema,
+        "--start",
+        &start,
+        "--count",
+        &count,
+        "--compress",
+    ];
+    glue_py(&args, &moto.direct_env());
+}
+
+/// The rows of Parquet files, read with pyarrow, by `id`.
+pub fn parquet_rows(files: &[std::path::PathBuf]) -> Vec<serde_json::Value> {
+    let mut args = vec!["read".to_string()];
+    args.extend(files.iter().map(|f| f.display().to_string()));
+    let out = glue_py(&args, &[]);
+    let mut rows: Vec<serde_json::Value> =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("glue.py read printed no JSON ({e}): {out}"));
+    rows.sort_by_key(|r| r["id"].as_i64());
+    rows
+}
+
 /// Runs `tests/peers/delta.py` (DuckDB, Polars and deltalake reading a Delta table) with `args`.
 pub fn delta_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
     delta_py_with(args, &[])

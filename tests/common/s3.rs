@@ -85,6 +85,19 @@ impl S3 {
         env
     }
 
+    /// moto's Glue registry `weir` (us-east-1) at `endpoint` (the relay's or moto's own URL), as a connection names it.
+    pub fn glue(&self, endpoint: &str) -> weir::publisher::source::SchemaRegistry {
+        weir::publisher::source::SchemaRegistry {
+            kind: weir::formats::registry::RegistryKind::Glue,
+            region: Some("us-east-1".into()),
+            registry_name: Some("weir".into()),
+            endpoint: Some(endpoint.into()),
+            access_key_id: Some("weir-tests".into()),
+            secret_access_key: Some("weir-tests".into()),
+            ..Default::default()
+        }
+    }
+
     /// Cuts the store off (`true`) or brings it back (`false`).
     pub fn outage(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);

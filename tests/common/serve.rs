@@ -94,8 +94,14 @@ impl Server {
 
     /// Runs the `weir` CLI against this server.
     pub fn cli(&self, token: &str, args: &[&str]) -> Output {
+        self.cli_env(token, args, &[])
+    }
+
+    /// The CLI with more environment (`AWS_*` credentials it sends along).
+    pub fn cli_env(&self, token: &str, args: &[&str], env: &[(&str, String)]) -> Output {
         let mut command = Command::new(env!("CARGO_BIN_EXE_weir"));
         command.args(args).env("WEIR_SERVER", &self.url).env("WEIR_TOKEN", token);
+        command.envs(env.iter().map(|(k, v)| (k, v)));
         if let Some(ca) = &self.ca_file {
             command.env("WEIR_CA_FILE", ca);
         }

@@ -283,7 +283,7 @@ fn floor(broker: &Broker, registry: &EmbeddedRegistry, avro_id: u32) -> Floor {
     let client = RegistryClient::new(&SchemaRegistry { url: registry.url(), ..SchemaRegistry::default() }).unwrap();
     let writers = WriterSchemas::new(client, dataset::avro_format(), value_subject(AVRO_TOPIC), None);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(writers.prepare([avro_id].into_iter()));
+    rt.block_on(writers.prepare([weir::formats::registry::SchemaId::Confluent(avro_id)].into_iter()));
     let avro = Decoder::new(Part::new(dataset::avro_format(), Some(writers)), Key::Bytes, true);
     let (_, avro_decode) = decode_alone(broker, &avro, runs_of(avro_values));
     let proto = Format::parse(DataFormat::Protobuf, CLICKS_PROTO, Some("weir.examples.Click")).unwrap();

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
+use weir::formats::registry::RegistryKind;
 use weir::publisher::source::{KafkaConnection, SaslCredentials, SaslMechanism, SchemaRegistry, Tls};
 
 #[derive(Debug, Clone, clap::Args)]
@@ -46,9 +47,19 @@ pub struct ConnectionArgs {
     /// The CA that signed the registry's certificate (PEM; the CLI sends its contents).
     #[arg(long, env = "WEIR_SCHEMA_REGISTRY_CA_FILE", requires = "schema_registry_url")]
     schema_registry_ca_file: Option<PathBuf>,
+    /// An AWS Glue Schema Registry, by name: the topics' values are Glue-framed (credentials from
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN).
+    #[arg(long, env = "WEIR_GLUE_REGISTRY", conflicts_with = "schema_registry_url", requires = "glue_region")]
+    glue_registry: Option<String>,
+    /// The Glue registry's AWS region.
+    #[arg(long, env = "AWS_REGION", requires = "glue_registry")]
+    glue_region: Option<String>,
+    /// Another Glue endpoint than the region's (a VPC endpoint).
+    #[arg(long, env = "WEIR_GLUE_ENDPOINT", requires = "glue_registry")]
+    glue_endpoint: Option<String>,
     /// The whole connection from a TOML file (`bootstrap_servers`, `[credentials]`, `[tls]`, `group_id`,
     /// `[client_settings]`, `[schema_registry]`).
-    #[arg(long, conflicts_with_all = ["bootstrap_servers", "sasl_mechanism", "tls_ca_file", "group_id", "client_settings", "schema_registry_url"])]
+    #[arg(long, conflicts_with_all = ["bootstrap_servers", "sasl_mechanism", "tls_ca_file", "group_id", "client_settings", "schema_registry_url", "glue_registry"])]
     connection_file: Option<PathBuf>,
 }
 
@@ -98,8 +109,15 @@ impl ConnectionArgs {
                     }
                     None => None,
                 },
+                ..SchemaRegistry::default()
             }),
-            None => None,
+            None => self.glue_registry.as_ref().map(|name| SchemaRegistry {
+                kind: RegistryKind::Glue,
+                registry_name: Some(name.clone()),
+                region: self.glue_region.clone(),
+                endpoint: self.glue_endpoint.clone(),
+                ..SchemaRegistry::default()
+            }),
         };
         Ok(Some(KafkaConnection {
             bootstrap_servers,
@@ -113,8 +131,19 @@ impl ConnectionArgs {
 
     /// The connection as a server takes it: TLS files are read here and sent as
     /// PEM contents (a server never reads files a tenant names).
+    /// A Glue registry's AWS credentials, when the connection has none, are
+    /// this process's `AWS_*` variables, sent along (sealed on the server).
     pub fn for_server(&self) -> anyhow::Result<Option<KafkaConnection>> {
         let Some(mut connection) = self.connection()? else { return Ok(None) };
+        if let Some(registry) = &mut connection.schema_registry
+            && registry.kind == RegistryKind::Glue
+            && registry.access_key_id.is_none()
+        {
+            let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+            registry.access_key_id = env("AWS_ACCESS_KEY_ID");
+            registry.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
+            registry.session_token = env("AWS_SESSION_TOKEN");
+        }
         if let Some(tls) = connection.tls.take() {
             for (key, file) in
                 [("ssl.ca.pem", tls.ca_file), ("ssl.certificate.pem", tls.cert_file), ("ssl.key.pem", tls.key_file)]

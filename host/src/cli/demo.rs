@@ -199,10 +199,10 @@ async fn demo(args: Args) -> anyhow::Result<()> {
                     println!("{}dropped, to be re-read: {reason}", closed.pop_front().unwrap_or_default())
                 }
                 WorkerEvent::Registry(RegistryEvent::Schema { id, usable: true }) => {
-                    println!("  writer schema id {id} fetched from the registry")
+                    println!("  writer {id} fetched from the registry")
                 }
                 WorkerEvent::Registry(RegistryEvent::Schema { id, usable: false }) => {
-                    println!("  writer schema id {id} is not usable: its messages become dead letters")
+                    println!("  writer {id} is not usable: its messages become dead letters")
                 }
                 other => println!("  {other:?}"),
             }

@@ -65,7 +65,7 @@ fn cross_check(
     match writers::cross_check_topic(&source.format, &source.key, source.subjects, &client, &source.topic) {
         Ok(checked) => {
             for v in checked {
-                tracing::info!(subject = %v.subject, version = v.version, id = v.id, "schema cross-checked against the registry");
+                tracing::info!(subject = %v.subject, version = v.version, id = %v.id, "schema cross-checked against the registry");
             }
             Ok(())
         }

@@ -85,7 +85,7 @@ pub fn decode(declared: &Declared, bodies: &[Body<'_>]) -> Rows {
                 }
             },
         };
-        match decoder.decode(body.bytes) {
+        match decoder.decode(&body.bytes) {
             Ok(n) if n == body.bytes.len() => segment.members.push(i),
             outcome => {
                 let reason = match outcome {
@@ -102,7 +102,7 @@ pub fn decode(declared: &Declared, bodies: &[Body<'_>]) -> Rows {
                 if !members.is_empty() {
                     let mut again = decoder_for(&segment, declared, members.len());
                     for &m in &members {
-                        let read = again.decode(bodies[m].bytes);
+                        let read = again.decode(&bodies[m].bytes);
                         debug_assert_eq!(
                             read.ok(),
                             Some(bodies[m].bytes.len()),

@@ -14,7 +14,7 @@ use arrow::buffer::OffsetBuffer;
 use arrow::compute::{concat_batches, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
-use super::writers::{self, Writer, WriterSchemas};
+use super::writers::{Writer, WriterSchemas};
 use super::{Body, DataFormat, DeadLetter, Format, RawMessage, Rows, avro, json, protobuf, registry};
 
 /// A writer schema as one run uses it. The Avro text is the run's own copy:
@@ -23,7 +23,7 @@ use super::{Body, DataFormat, DeadLetter, Format, RawMessage, Rows, avro, json, 
 /// Likewise a Protobuf writer's check of a message-index path is asked of
 /// the shared writer (behind a lock) only when the path changes.
 struct RunWriter {
-    id: u32,
+    id: registry::SchemaId,
     writer: Arc<Writer>,
     avro: Option<Arc<str>>,
     /// Protobuf: the path last checked, and what was found.
@@ -31,7 +31,7 @@ struct RunWriter {
 }
 
 impl RunWriter {
-    fn new(id: u32, writer: Arc<Writer>) -> Self {
+    fn new(id: registry::SchemaId, writer: Arc<Writer>) -> Self {
         let avro = match &*writer {
             Writer::Avro(text) => Some(Arc::from(&**text)),
             _ => None,
@@ -94,7 +94,7 @@ struct PartRows {
     /// Which message each row is.
     messages: Vec<usize>,
     /// Registry mode: the writer schema of each row.
-    ids: Vec<i32>,
+    ids: Vec<registry::SchemaId>,
     failed: Vec<(usize, String)>,
 }
 
@@ -111,7 +111,7 @@ impl Part {
     /// Waits (without holding a thread) until every writer schema `bytes` name is known.
     async fn prepare<'m>(&self, bytes: impl Iterator<Item = &'m [u8]>) {
         if let Some(writers) = &self.writers {
-            writers.prepare(bytes.filter_map(writers::schema_id)).await;
+            writers.prepare(bytes.filter_map(|b| writers.schema_id(b))).await;
         }
     }
 
@@ -125,7 +125,7 @@ impl Part {
                     bodies.push(body);
                     of_body.push(i);
                     if let Some(id) = id {
-                        ids.push(id as i32);
+                        ids.push(id);
                     }
                 }
                 Err(reason) => failed.push((i, reason)),
@@ -138,7 +138,7 @@ impl Part {
         };
         drop(bodies);
         let mut messages: Vec<usize> = Vec::with_capacity(of_body.len());
-        let mut good_ids: Vec<i32> = Vec::with_capacity(ids.len());
+        let mut good_ids = Vec::with_capacity(ids.len());
         let mut bad = rows.failed.into_iter().peekable();
         for (b, &m) in of_body.iter().enumerate() {
             if bad.peek().is_some_and(|(i, _)| *i == b) {
@@ -163,15 +163,19 @@ impl Part {
     /// A value without its framing, or why it cannot be decoded. `last` is
     /// the writer schema the run's previous framed value named: a run's
     /// values mostly share one, which is then looked up once.
-    fn body<'m>(&self, bytes: &'m [u8], last: &mut Option<RunWriter>) -> Result<(Body<'m>, Option<u32>), String> {
+    fn body<'m>(
+        &self,
+        bytes: &'m [u8],
+        last: &mut Option<RunWriter>,
+    ) -> Result<(Body<'m>, Option<registry::SchemaId>), String> {
         let Some(writers) = &self.writers else { return Ok((Body::plain(bytes), None)) };
         let protobuf = self.format.data_format() == DataFormat::Protobuf;
-        let framed = registry::unframe(bytes, protobuf)?;
+        let framed = registry::unframe(writers.kind(), bytes, protobuf)?;
         let run_writer = match last {
             Some(w) if w.id == framed.schema_id => w,
             _ => match writers.get(framed.schema_id) {
                 Some(writer) => last.insert(RunWriter::new(framed.schema_id, writer)),
-                None => return Err(format!("schema id {} was never fetched from the registry", framed.schema_id)),
+                None => return Err(format!("{} was never fetched from the registry", framed.schema_id)),
             },
         };
         let avro = match &*run_writer.writer {
@@ -181,6 +185,20 @@ impl Part {
         };
         run_writer.check(&framed.message_indexes)?;
         Ok((Body { bytes: framed.body, writer: avro }, Some(framed.schema_id)))
+    }
+}
+
+/// The `_schema_id` column: Confluent's ids as numbers, Glue's UUIDs as text.
+fn schema_id_column(kind: registry::RegistryKind, ids: &[registry::SchemaId]) -> ArrayRef {
+    match kind {
+        registry::RegistryKind::Glue => Arc::new(StringArray::from_iter_values(ids.iter().map(|id| match id {
+            registry::SchemaId::Glue(uuid) => registry::uuid_text(*uuid),
+            registry::SchemaId::Confluent(id) => id.to_string(),
+        }))),
+        registry::RegistryKind::Confluent => Arc::new(Int32Array::from_iter_values(ids.iter().map(|id| match id {
+            registry::SchemaId::Confluent(id) => *id as i32,
+            registry::SchemaId::Glue(_) => unreachable!("one registry a decoder"),
+        }))),
     }
 }
 
@@ -200,8 +218,11 @@ impl Decoder {
     pub fn new(value: Part, key: Key, headers: bool) -> Self {
         let mut fields: Vec<Field> = value.format.columns().fields().iter().map(|f| f.as_ref().clone()).collect();
         fields.extend(provenance_fields(&key));
-        if value.writers.is_some() {
-            fields.push(Field::new("_schema_id", DataType::Int32, false));
+        match value.writers.as_ref().map(WriterSchemas::kind) {
+            // A Confluent schema id; a Glue schema version's UUID.
+            Some(registry::RegistryKind::Confluent) => fields.push(Field::new("_schema_id", DataType::Int32, false)),
+            Some(registry::RegistryKind::Glue) => fields.push(Field::new("_schema_id", DataType::Utf8, false)),
+            None => {}
         }
         if headers {
             fields.push(headers_field());
@@ -323,8 +344,8 @@ impl Decoder {
             key,
         ];
         columns.extend(extra);
-        if self.inner.value.writers.is_some() {
-            columns.push(Arc::new(Int32Array::from(rows.ids)));
+        if let Some(writers) = &self.inner.value.writers {
+            columns.push(schema_id_column(writers.kind(), &rows.ids));
         }
         if self.inner.headers {
             columns.push(headers_column(good()));
@@ -399,14 +420,14 @@ fn protobuf_rows(declared: &protobuf::Declared, bodies: &[Body<'_>]) -> Rows {
     let mut plan = fresh(bodies.len());
     let mut members: Vec<usize> = Vec::new();
     for (i, body) in bodies.iter().enumerate() {
-        match plan.row(&[body.bytes]) {
+        match plan.row(&[&*body.bytes]) {
             Ok(()) => members.push(i),
             Err(e) => {
                 rows.failed.push((i, format!("not a valid Protobuf {} message: {e}", declared.message.full_name())));
                 plan = fresh(members.len());
                 if !members.is_empty() {
                     for &m in &members {
-                        plan.row(&[bodies[m].bytes]).expect("a value that was read once is read again");
+                        plan.row(&[&*bodies[m].bytes]).expect("a value that was read once is read again");
                     }
                     flush(&mut plan, &mut rows);
                     members.clear();
@@ -554,9 +575,9 @@ mod tests {
         let evolved = "syntax = \"proto3\"; package p; message M { int64 id = 1; string note = 2; } message Other { string s = 1; }";
         let v2 = registry.register(&value_subject("t"), SchemaType::Protobuf, evolved, vec![]).unwrap();
         let client = RegistryClient::new(&SchemaRegistry { url: registry.url(), ..SchemaRegistry::default() }).unwrap();
-        let writers = writers::WriterSchemas::new(client, format.clone(), value_subject("t"), None);
+        let writers = WriterSchemas::new(client, format.clone(), value_subject("t"), None);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(writers.prepare([v1, v2].into_iter()));
+        rt.block_on(writers.prepare([v1, v2].into_iter().map(registry::SchemaId::Confluent)));
         let value = |id: i64| encode_json_values(&format, &[format!(r#"{{"id": {id}}}"#)], None).unwrap().remove(0);
         // Path [0] is M, path [1] is Other: not the declared message.
         let framed = [

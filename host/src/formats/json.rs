@@ -62,7 +62,7 @@ impl JsonDecoder {
         let mut run: Vec<u8> =
             Vec::with_capacity(bodies.iter().map(|b| b.bytes.len()).sum::<usize>() + simd_json::INPUT_PADDING);
         for body in bodies {
-            run.extend_from_slice(body.bytes);
+            run.extend_from_slice(&body.bytes);
         }
         run.resize(run.len() + simd_json::INPUT_PADDING, b' ');
         let mut buffers = Buffers::new(bodies.iter().map(|b| b.bytes.len()).max().unwrap_or(0));
@@ -72,7 +72,7 @@ impl JsonDecoder {
             let len = body.bytes.len();
             let mut nodes = tape.reset();
             let parsed = simd_json::fill_tape_padded(&mut run[start..], len, &mut buffers, &mut nodes)
-                .map_err(|e| syntax(body.bytes, &e))
+                .map_err(|e| syntax(&body.bytes, &e))
                 .and_then(|()| match nodes.0.first() {
                     Some(Node::Object { .. }) => row.append(&nodes.0),
                     _ => Err("the value is not a JSON object".to_string()),

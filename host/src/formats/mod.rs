@@ -23,6 +23,7 @@ pub mod avro;
 pub mod avro_references;
 pub mod avro_schema;
 mod decoder;
+pub mod glue;
 pub mod json;
 pub mod json_schema;
 mod message;
@@ -199,17 +200,18 @@ fn check_writable(columns: &Schema) -> Result<(), String> {
     Ok(())
 }
 
-/// One value to decode: its bytes (without registry framing) and, for Avro
-/// in registry mode, the text of the schema that wrote it.
+/// One value to decode: its bytes (without registry framing; inflated where
+/// the frame compressed them) and, for Avro in registry mode, the text of
+/// the schema that wrote it.
 #[derive(Debug, Clone)]
 pub struct Body<'a> {
-    pub bytes: &'a [u8],
+    pub bytes: std::borrow::Cow<'a, [u8]>,
     pub writer: Option<Arc<str>>,
 }
 
 impl<'a> Body<'a> {
     pub fn plain(bytes: &'a [u8]) -> Self {
-        Self { bytes, writer: None }
+        Self { bytes: std::borrow::Cow::Borrowed(bytes), writer: None }
     }
 }
 

@@ -1,12 +1,14 @@
-//! A Confluent-compatible schema registry: the wire format of framed messages
-//! and a client of the REST calls weir makes.
+//! Schema registries: the connection's settings, the wire format of framed
+//! messages, and a client of the calls weir makes, for a Confluent-compatible
+//! registry (here) and AWS Glue's ([`super::glue`]).
 //!
-//! A framed value is a magic byte 0, the writer schema's id (4 bytes, big
-//! endian), for Protobuf the path of the message in the schema's file
-//! (zig-zag varints: a count, then the indexes; a lone 0 means the first
-//! message), then the encoded body. Subjects follow the TopicNameStrategy:
-//! `<topic>-value`.
+//! A Confluent-framed value is a magic byte 0, the writer schema's id (4
+//! bytes, big endian), for Protobuf the path of the message in the schema's
+//! file (zig-zag varints: a count, then the indexes; a lone 0 means the first
+//! message), then the encoded body. Subjects follow the TopicNameStrategy
+//! (`<topic>-value`) unless the source names another strategy.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,42 +16,217 @@ use std::time::Duration;
 use base64::prelude::{BASE64_STANDARD, Engine as _};
 use serde::{Deserialize, Serialize};
 
+use super::glue::GlueClient;
 use super::protobuf::ProtoFile;
+
+/// Which registry a connection names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RegistryKind {
+    /// A Confluent-compatible REST registry (Confluent, Redpanda, Apicurio's
+    /// compatibility API, Karapace, weir's embedded one).
+    #[default]
+    Confluent,
+    /// An AWS Glue Schema Registry.
+    Glue,
+}
 
 /// Where a connection's schema registry is, and how to sign in to it.
 #[derive(Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct SchemaRegistry {
-    /// `http(s)://host:port[/path]`.
+    #[serde(default)]
+    pub kind: RegistryKind,
+    /// Confluent: `http(s)://host:port[/path]`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub url: String,
-    /// Basic authentication.
+    /// Confluent: basic authentication.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub username: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
     /// PEM of the CA that signed the registry's certificate (system roots otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_pem: Option<String>,
+    /// Glue: the AWS region (`eu-west-1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Glue: the registry's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry_name: Option<String>,
+    /// Glue: another endpoint than `https://glue.<region>.amazonaws.com` (a VPC endpoint, a test double).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Glue: AWS credentials; without them, the process's `AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN` (a server never lends its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_access_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_token: Option<String>,
 }
 
 impl std::fmt::Debug for SchemaRegistry {
     // Secrets are never printed.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SchemaRegistry")
+            .field("kind", &self.kind)
             .field("url", &self.url)
             .field("username", &self.username)
             .field("ca_pem", &self.ca_pem.is_some())
+            .field("region", &self.region)
+            .field("registry_name", &self.registry_name)
+            .field("endpoint", &self.endpoint)
+            .field("access_key_id", &self.access_key_id)
             .finish_non_exhaustive()
     }
 }
 
 impl SchemaRegistry {
-    /// What may be shown of it: everything but the password.
-    pub fn redacted(&self) -> serde_json::Value {
-        serde_json::json!({
-            "url": self.url,
-            "username": self.username,
-            "password": self.password.as_ref().map(|_| "(secret)"),
-            "ca_pem": self.ca_pem.as_ref().map(|_| "(given)"),
-        })
+    /// A Confluent-compatible registry at `url`, without credentials.
+    pub fn confluent(url: impl Into<String>) -> Self {
+        Self { url: url.into(), ..Self::default() }
     }
+
+    /// Where the registry is, for messages: its URL, or for Glue its endpoint, name and region.
+    pub fn location(&self) -> String {
+        match self.kind {
+            RegistryKind::Confluent => self.url.trim_end_matches('/').to_string(),
+            RegistryKind::Glue => format!(
+                "{} (AWS Glue registry {} in {})",
+                self.glue_endpoint(),
+                self.registry_name.as_deref().unwrap_or("?"),
+                self.region.as_deref().unwrap_or("?")
+            ),
+        }
+    }
+
+    /// Glue: the endpoint given, or the region's.
+    pub fn glue_endpoint(&self) -> String {
+        match &self.endpoint {
+            Some(url) => url.trim_end_matches('/').to_string(),
+            None => format!("https://glue.{}.amazonaws.com", self.region.as_deref().unwrap_or("?")),
+        }
+    }
+
+    /// What may be shown of it: everything but the secrets.
+    pub fn redacted(&self) -> serde_json::Value {
+        let secret = |s: &Option<String>| s.as_ref().map(|_| "(secret)");
+        match self.kind {
+            RegistryKind::Confluent => serde_json::json!({
+                "kind": "confluent",
+                "url": self.url,
+                "username": self.username,
+                "password": secret(&self.password),
+                "ca_pem": self.ca_pem.as_ref().map(|_| "(given)"),
+            }),
+            RegistryKind::Glue => serde_json::json!({
+                "kind": "glue",
+                "region": self.region,
+                "registry_name": self.registry_name,
+                "endpoint": self.endpoint,
+                "access_key_id": self.access_key_id,
+                "secret_access_key": secret(&self.secret_access_key),
+                "session_token": secret(&self.session_token),
+                "ca_pem": self.ca_pem.as_ref().map(|_| "(given)"),
+            }),
+        }
+    }
+
+    /// Whether the settings name a registry of their kind, and nothing of another's.
+    pub fn check(&self) -> Result<(), String> {
+        let given = |fields: &[(&str, bool)]| -> Vec<String> {
+            fields.iter().filter(|(_, set)| *set).map(|(name, _)| format!("`{name}`")).collect()
+        };
+        let (missing, foreign) = match self.kind {
+            RegistryKind::Confluent => (
+                given(&[("url", self.url.is_empty())]),
+                given(&[
+                    ("region", self.region.is_some()),
+                    ("registry_name", self.registry_name.is_some()),
+                    ("endpoint", self.endpoint.is_some()),
+                    ("access_key_id", self.access_key_id.is_some()),
+                    ("secret_access_key", self.secret_access_key.is_some()),
+                    ("session_token", self.session_token.is_some()),
+                ]),
+            ),
+            RegistryKind::Glue => (
+                given(&[("region", self.region.is_none()), ("registry_name", self.registry_name.is_none())]),
+                given(&[
+                    ("url", !self.url.is_empty()),
+                    ("username", self.username.is_some()),
+                    ("password", self.password.is_some()),
+                ]),
+            ),
+        };
+        let kind = match self.kind {
+            RegistryKind::Confluent => "a Confluent-compatible registry (kind = \"confluent\")",
+            RegistryKind::Glue => "an AWS Glue registry (kind = \"glue\")",
+        };
+        if !missing.is_empty() {
+            return Err(format!("{kind} needs {}", missing.join(" and ")));
+        }
+        if !foreign.is_empty() {
+            return Err(format!(
+                "{} belong to another kind of registry than {kind}: remove them, or set `kind`",
+                foreign.join(", ")
+            ));
+        }
+        if self.kind == RegistryKind::Glue && self.access_key_id.is_some() != self.secret_access_key.is_some() {
+            return Err("an AWS Glue registry's credentials need both `access_key_id` and `secret_access_key`".into());
+        }
+        let url = match self.kind {
+            RegistryKind::Confluent => Some(&self.url),
+            RegistryKind::Glue => self.endpoint.as_ref(),
+        };
+        if let Some(url) = url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(format!("the schema registry URL {url:?} must start with http:// or https://"));
+        }
+        Ok(())
+    }
+}
+
+/// Which writer schema framed a message: a Confluent registry's schema id,
+/// or a Glue schema version's UUID. Shown as the words messages use
+/// (`schema id 42`, `schema version 0f8e…`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SchemaId {
+    Confluent(u32),
+    Glue(u128),
+}
+
+impl Serialize for SchemaId {
+    // A number, or the UUID's text.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Confluent(id) => serializer.serialize_u32(*id),
+            Self::Glue(uuid) => serializer.serialize_str(&uuid_text(*uuid)),
+        }
+    }
+}
+
+impl std::fmt::Display for SchemaId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Confluent(id) => write!(f, "schema id {id}"),
+            Self::Glue(uuid) => write!(f, "schema version {}", uuid_text(*uuid)),
+        }
+    }
+}
+
+/// A UUID as text: `8-4-4-4-12` lowercase hex digits.
+pub fn uuid_text(uuid: u128) -> String {
+    let hex = format!("{uuid:032x}");
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+}
+
+/// A UUID's text read back.
+pub fn parse_uuid(text: &str) -> Option<u128> {
+    let hex: String = text.chars().filter(|c| *c != '-').collect();
+    (hex.len() == 32).then(|| u128::from_str_radix(&hex, 16).ok()).flatten()
 }
 
 /// The registry's media type: what its clients send and ask for.
@@ -110,15 +287,36 @@ impl SubjectStrategy {
 /// A framed value, split.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Framed<'a> {
-    pub schema_id: u32,
-    /// Protobuf only: where the message is in the writer's file (`[0]`: the first top-level message).
+    pub schema_id: SchemaId,
+    /// Protobuf only: where the message is in the writer's file. Confluent: the
+    /// path through nested messages (`[0]`: the first top-level message); Glue:
+    /// one index into the file's messages sorted by full name.
     pub message_indexes: Vec<i32>,
-    pub body: &'a [u8],
+    /// The encoded body (decompressed, where the frame says it is compressed).
+    pub body: Cow<'a, [u8]>,
 }
 
-/// Splits a framed value; `protobuf` reads the message-index path too. The
-/// error says why the value is not one (a dead letter's reason).
-pub fn unframe(value: &[u8], protobuf: bool) -> Result<Framed<'_>, String> {
+/// Splits a value framed for a registry of `kind`; `protobuf` reads the
+/// message index too. The error says why the value is not one (a dead letter's reason).
+pub fn unframe(kind: RegistryKind, value: &[u8], protobuf: bool) -> Result<Framed<'_>, String> {
+    match kind {
+        RegistryKind::Confluent => unframe_confluent(value, protobuf),
+        RegistryKind::Glue => super::glue::unframe(value, protobuf),
+    }
+}
+
+/// The writer schema a value framed for a registry of `kind` names, if it is framed.
+pub fn schema_id(kind: RegistryKind, value: &[u8]) -> Option<SchemaId> {
+    match (kind, value) {
+        (RegistryKind::Confluent, [0, a, b, c, d, ..]) => {
+            Some(SchemaId::Confluent(u32::from_be_bytes([*a, *b, *c, *d])))
+        }
+        (RegistryKind::Glue, _) => super::glue::schema_version(value).map(SchemaId::Glue),
+        _ => None,
+    }
+}
+
+fn unframe_confluent(value: &[u8], protobuf: bool) -> Result<Framed<'_>, String> {
     let Some(&magic) = value.first() else {
         return Err(
             "the value is empty, but schema-registry framing needs a 5-byte header (magic byte 0 and the schema id)"
@@ -153,7 +351,7 @@ pub fn unframe(value: &[u8], protobuf: bool) -> Result<Framed<'_>, String> {
             }
         }
     }
-    Ok(Framed { schema_id, message_indexes, body: rest })
+    Ok(Framed { schema_id: SchemaId::Confluent(schema_id), message_indexes, body: Cow::Borrowed(rest) })
 }
 
 /// Frames `body` as a schema-registry serializer does (for producers: the demo, tests, benchmark).
@@ -175,7 +373,7 @@ pub fn frame(schema_id: u32, message_indexes: Option<&[i32]>, body: &[u8]) -> Ve
     out
 }
 
-fn read_zigzag(buf: &mut &[u8]) -> Option<i64> {
+pub(super) fn read_zigzag(buf: &mut &[u8]) -> Option<i64> {
     let mut value: u64 = 0;
     for shift in (0..64).step_by(7) {
         let (&byte, rest) = buf.split_first()?;
@@ -238,13 +436,22 @@ pub struct RegisteredSchema {
 }
 
 /// One version of a subject.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubjectVersion {
     pub subject: String,
     pub version: i64,
-    pub id: u32,
-    #[serde(flatten)]
+    pub id: SchemaId,
     pub schema: RegisteredSchema,
+}
+
+/// A subject's version as a Confluent registry answers it.
+#[derive(Deserialize)]
+struct ConfluentVersion {
+    subject: String,
+    version: i64,
+    id: u32,
+    #[serde(flatten)]
+    schema: RegisteredSchema,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -255,6 +462,12 @@ pub enum RegistryError {
     /// The registry answered with an error; `code` is its `error_code` (40401: no such subject, …).
     #[error("the schema registry at {url} answered {status}{}: {message}", code.map(|c| format!(" (error code {c})")).unwrap_or_default())]
     Refused { url: String, status: u16, code: Option<i64>, message: String },
+    /// AWS answered with an error of type `kind` (AccessDeniedException, ThrottlingException, …).
+    #[error("the schema registry at {url} answered {status} {kind}: {message}")]
+    Aws { url: String, status: u16, kind: String, message: String },
+    /// The registry said the schema, version or subject does not exist (Glue's EntityNotFoundException).
+    #[error("the schema registry at {url} has no such schema: {message}")]
+    NotFound { url: String, message: String },
     #[error("the schema registry at {url} answered something that is not a registry's answer: {detail}")]
     Garbled { url: String, detail: String },
     #[error("the schema registry settings are not usable: {0}")]
@@ -267,15 +480,17 @@ impl RegistryError {
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Unreachable { .. } | Self::Garbled { .. } => true,
-            // Not found is an answer; authentication and server errors are the operator's to fix, so wait.
+            // Not found and bad input are answers; authentication and server errors are the operator's to fix, so wait.
             Self::Refused { status, .. } => *status != 404 && *status != 422,
-            Self::Config(_) => false,
+            // AWS: a request it says is malformed is an answer; denied access and throttling are waited out.
+            Self::Aws { kind, .. } => !matches!(kind.as_str(), "InvalidInputException" | "ValidationException"),
+            Self::NotFound { .. } | Self::Config(_) => false,
         }
     }
 
     /// The registry said this subject, version or schema does not exist.
     pub fn is_not_found(&self) -> bool {
-        matches!(self, Self::Refused { status: 404, .. })
+        matches!(self, Self::Refused { status: 404, .. } | Self::NotFound { .. })
     }
 }
 
@@ -285,21 +500,75 @@ struct ErrorBody {
     message: Option<String>,
 }
 
-/// A blocking client of the registry's REST API (call it off the async reactor).
+/// A blocking client of a connection's registry, whichever kind (call it off the async reactor).
+#[derive(Debug, Clone)]
+pub enum RegistryClient {
+    Confluent(ConfluentClient),
+    Glue(GlueClient),
+}
+
+impl RegistryClient {
+    pub fn new(settings: &SchemaRegistry) -> Result<Self, RegistryError> {
+        settings.check().map_err(RegistryError::Config)?;
+        Ok(match settings.kind {
+            RegistryKind::Confluent => Self::Confluent(ConfluentClient::new(settings)?),
+            RegistryKind::Glue => Self::Glue(GlueClient::new(settings)?),
+        })
+    }
+
+    pub fn kind(&self) -> RegistryKind {
+        match self {
+            Self::Confluent(_) => RegistryKind::Confluent,
+            Self::Glue(_) => RegistryKind::Glue,
+        }
+    }
+
+    /// Where the registry is, for messages.
+    pub fn url(&self) -> &str {
+        match self {
+            Self::Confluent(c) => c.url(),
+            Self::Glue(g) => g.url(),
+        }
+    }
+
+    /// The writer schema `id` names.
+    pub fn schema(&self, id: SchemaId, schema_type: SchemaType) -> Result<RegisteredSchema, RegistryError> {
+        match (self, id) {
+            (Self::Confluent(c), SchemaId::Confluent(id)) => c.schema(id, schema_type),
+            (Self::Glue(g), SchemaId::Glue(uuid)) => g.schema_version(uuid).map(|v| v.schema),
+            (_, id) => Err(RegistryError::Config(format!("{id} is not an id of {}", self.url()))),
+        }
+    }
+
+    /// `version` (a number, or `latest`) of `subject` (a Glue schema's name).
+    pub fn version(
+        &self,
+        subject: &str,
+        version: &str,
+        schema_type: SchemaType,
+    ) -> Result<SubjectVersion, RegistryError> {
+        match self {
+            Self::Confluent(c) => c.version(subject, version, schema_type),
+            Self::Glue(g) => g.version(subject, version),
+        }
+    }
+}
+
+/// A blocking client of a Confluent-compatible registry's REST API.
 #[derive(Clone)]
-pub struct RegistryClient {
+pub struct ConfluentClient {
     agent: ureq::Agent,
     base: Arc<str>,
     authorization: Option<Arc<str>>,
 }
 
-impl std::fmt::Debug for RegistryClient {
+impl std::fmt::Debug for ConfluentClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RegistryClient").field("url", &self.base).finish_non_exhaustive()
+        f.debug_struct("ConfluentClient").field("url", &self.base).finish_non_exhaustive()
     }
 }
 
-impl RegistryClient {
+impl ConfluentClient {
     pub fn new(settings: &SchemaRegistry) -> Result<Self, RegistryError> {
         let base = settings.url.trim_end_matches('/');
         if !(base.starts_with("http://") || base.starts_with("https://")) {
@@ -361,7 +630,9 @@ impl RegistryClient {
         version: &str,
         schema_type: SchemaType,
     ) -> Result<SubjectVersion, RegistryError> {
-        self.get(&format!("/subjects/{}/versions/{version}{}", encode_path(subject), format_query(schema_type)))
+        let v: ConfluentVersion =
+            self.get(&format!("/subjects/{}/versions/{version}{}", encode_path(subject), format_query(schema_type)))?;
+        Ok(SubjectVersion { subject: v.subject, version: v.version, id: SchemaId::Confluent(v.id), schema: v.schema })
     }
 }
 
@@ -424,13 +695,20 @@ mod tests {
 
     #[test]
     fn framing_round_trips_and_every_bad_frame_says_why() {
+        let unframe = |value, protobuf| unframe(RegistryKind::Confluent, value, protobuf);
         let avro = frame(42, None, b"body");
-        assert_eq!(unframe(&avro, false), Ok(Framed { schema_id: 42, message_indexes: vec![], body: b"body" }));
+        assert_eq!(
+            unframe(&avro, false),
+            Ok(Framed { schema_id: SchemaId::Confluent(42), message_indexes: vec![], body: Cow::Borrowed(b"body") })
+        );
         let first = frame(7, Some(&[0]), b"x");
         assert_eq!(first[5], 0, "the first message is written as a single 0");
         assert_eq!(unframe(&first, true).unwrap().message_indexes, [0]);
         let nested = frame(7, Some(&[1, 0, 2]), b"x");
-        assert_eq!(unframe(&nested, true), Ok(Framed { schema_id: 7, message_indexes: vec![1, 0, 2], body: b"x" }));
+        assert_eq!(
+            unframe(&nested, true),
+            Ok(Framed { schema_id: SchemaId::Confluent(7), message_indexes: vec![1, 0, 2], body: Cow::Borrowed(b"x") })
+        );
 
         assert!(unframe(b"", false).unwrap_err().contains("empty"));
         assert!(

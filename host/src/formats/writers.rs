@@ -11,7 +11,8 @@ use std::time::Duration;
 use prost_reflect::DescriptorPool;
 
 use super::registry::{
-    PROTO_MAIN, RegisteredSchema, RegistryClient, RegistryError, SchemaType, SubjectStrategy, proto_files,
+    PROTO_MAIN, RegisteredSchema, RegistryClient, RegistryError, RegistryKind, SchemaId, SchemaType, SubjectStrategy,
+    proto_files,
 };
 use super::{Format, avro_schema, json_schema, protobuf};
 
@@ -31,7 +32,7 @@ pub enum Writer {
 
 /// A Protobuf writer schema's file, and what each message-index path in it was found to be.
 pub struct ProtobufWriter {
-    id: u32,
+    id: SchemaId,
     pool: DescriptorPool,
     file: String,
     declared: prost_reflect::MessageDescriptor,
@@ -51,22 +52,23 @@ impl ProtobufWriter {
         checked
             .entry(indexes.to_vec())
             .or_insert_with(|| {
-                let Some(message) = protobuf::message_at(&self.pool, &self.file, indexes) else {
-                    return Err(format!(
-                        "the message-index path {indexes:?} names no message in schema id {}",
-                        self.id
-                    ));
+                let found = match self.id {
+                    SchemaId::Confluent(_) => protobuf::message_at(&self.pool, &self.file, indexes),
+                    SchemaId::Glue(_) => protobuf::message_by_glue_index(&self.pool, &self.file, indexes[0]),
+                };
+                let Some(message) = found else {
+                    return Err(format!("the message-index path {indexes:?} names no message in {}", self.id));
                 };
                 if message.name() != self.declared.name() {
                     return Err(format!(
-                        "the value is a {} (schema id {}, message path {indexes:?}), not the declared {}",
+                        "the value is a {} ({}, message path {indexes:?}), not the declared {}",
                         message.full_name(),
                         self.id,
                         self.declared.full_name()
                     ));
                 }
                 protobuf::check_compatible(&message, &self.declared)
-                    .map_err(|e| format!("schema id {} cannot be read as the declared schema: {e}", self.id))
+                    .map_err(|e| format!("{} cannot be read as the declared schema: {e}", self.id))
             })
             .clone()
     }
@@ -80,7 +82,7 @@ pub enum RegistryEvent {
     /// It answered again after an outage.
     Reachable,
     /// A writer schema was fetched: `usable` false when its messages become dead letters.
-    Schema { id: u32, usable: bool },
+    Schema { id: SchemaId, usable: bool },
 }
 
 /// Who hears of [`RegistryEvent`]s.
@@ -96,7 +98,7 @@ struct Shared {
     client: RegistryClient,
     format: Format,
     subject: String,
-    known: RwLock<BTreeMap<u32, Arc<Writer>>>,
+    known: RwLock<BTreeMap<SchemaId, Arc<Writer>>>,
     /// Serialises fetches, so a burst of runs naming a new id fetches it once.
     fetching: tokio::sync::Mutex<()>,
     observer: Option<Observer>,
@@ -112,14 +114,6 @@ impl std::fmt::Debug for WriterSchemas {
             .field("registry", &self.inner.client)
             .field("subject", &self.inner.subject)
             .finish_non_exhaustive()
-    }
-}
-
-/// The schema id of a framed value, if it is framed.
-pub fn schema_id(value: &[u8]) -> Option<u32> {
-    match value {
-        [0, a, b, c, d, ..] => Some(u32::from_be_bytes([*a, *b, *c, *d])),
-        _ => None,
     }
 }
 
@@ -167,13 +161,23 @@ impl WriterSchemas {
         self.inner.client.url()
     }
 
+    /// Which registry's framing the messages carry.
+    pub fn kind(&self) -> RegistryKind {
+        self.inner.client.kind()
+    }
+
+    /// The writer schema a framed value names, if it is framed.
+    pub fn schema_id(&self, value: &[u8]) -> Option<SchemaId> {
+        super::registry::schema_id(self.kind(), value)
+    }
+
     /// The writer schema `id`, if it has been fetched.
-    pub fn get(&self, id: u32) -> Option<Arc<Writer>> {
+    pub fn get(&self, id: SchemaId) -> Option<Arc<Writer>> {
         self.inner.known.read().unwrap_or_else(|e| e.into_inner()).get(&id).cloned()
     }
 
     /// The ids fetched so far.
-    pub fn ids(&self) -> Vec<u32> {
+    pub fn ids(&self) -> Vec<SchemaId> {
         self.inner.known.read().unwrap_or_else(|e| e.into_inner()).keys().copied().collect()
     }
 
@@ -185,8 +189,8 @@ impl WriterSchemas {
 
     /// Makes sure every id in `ids` is known: fetches the new ones, waiting and
     /// asking again for as long as the registry cannot be reached.
-    pub async fn prepare(&self, ids: impl Iterator<Item = u32>) {
-        let mut wanted: Vec<u32> = ids.filter(|id| self.get(*id).is_none()).collect();
+    pub async fn prepare(&self, ids: impl Iterator<Item = SchemaId>) {
+        let mut wanted: Vec<SchemaId> = ids.filter(|id| self.get(*id).is_none()).collect();
         if wanted.is_empty() {
             return;
         }
@@ -207,7 +211,7 @@ impl WriterSchemas {
                     Ok(writer) => break writer,
                     Err(e) if e.is_transient() => {
                         if !waiting {
-                            tracing::warn!(subject = %self.inner.subject, schema_id = id, error = %e, "waiting for the schema registry; messages are held, not dead-lettered");
+                            tracing::warn!(subject = %self.inner.subject, schema_id = %id, error = %e, "waiting for the schema registry; messages are held, not dead-lettered");
                         }
                         waiting = true;
                         self.emit(RegistryEvent::Waiting { error: e.to_string() });
@@ -216,11 +220,11 @@ impl WriterSchemas {
                     }
                     Err(e) if e.is_not_found() => {
                         break Writer::Refused(format!(
-                            "schema id {id} is not in the schema registry at {}",
+                            "{id} is not in the schema registry at {}",
                             self.inner.client.url()
                         ));
                     }
-                    Err(e) => break Writer::Refused(format!("schema id {id} cannot be fetched: {e}")),
+                    Err(e) => break Writer::Refused(format!("{id} cannot be fetched: {e}")),
                 }
             };
             if waiting {
@@ -229,9 +233,9 @@ impl WriterSchemas {
             }
             let usable = !matches!(writer, Writer::Refused(_));
             if let Writer::Refused(reason) = &writer {
-                tracing::warn!(subject = %self.inner.subject, schema_id = id, %reason, "messages of this writer schema become dead letters");
+                tracing::warn!(subject = %self.inner.subject, schema_id = %id, %reason, "messages of this writer schema become dead letters");
             } else {
-                tracing::info!(subject = %self.inner.subject, schema_id = id, "writer schema fetched");
+                tracing::info!(subject = %self.inner.subject, schema_id = %id, "writer schema fetched");
             }
             self.inner.known.write().unwrap_or_else(|e| e.into_inner()).insert(id, Arc::new(writer));
             self.emit(RegistryEvent::Schema { id, usable });
@@ -239,13 +243,13 @@ impl WriterSchemas {
     }
 
     /// Fetches schema `id` and resolves it against the declared schema (blocking).
-    fn fetch(&self, id: u32) -> Result<Writer, RegistryError> {
+    fn fetch(&self, id: SchemaId) -> Result<Writer, RegistryError> {
         let format = &self.inner.format;
         let expected = format.data_format().schema_type();
         let schema = self.inner.client.schema(id, expected)?;
         if schema.schema_type != expected {
             return Ok(Writer::Refused(format!(
-                "schema id {id} is a {} schema, but the publisher declares data_format = {:?}",
+                "{id} is a {} schema, but the publisher declares data_format = {:?}",
                 schema.schema_type.as_str(),
                 format.data_format().as_str()
             )));
@@ -259,7 +263,7 @@ impl WriterSchemas {
             };
             if let Some(carried) = carried.filter(|c| c != declared) {
                 return Ok(Writer::Refused(format!(
-                    "the value carries record `{carried}` (schema id {id}), not the declared `{declared}`: under subject_name_strategy = {:?} this publisher reads only `{declared}`",
+                    "the value carries record `{carried}` ({id}), not the declared `{declared}`: under subject_name_strategy = {:?} this publisher reads only `{declared}`",
                     strategy.as_str()
                 )));
             }
@@ -268,7 +272,7 @@ impl WriterSchemas {
             Ok(writer) => writer,
             Err(Resolution::Registry(e)) => return Err(e),
             Err(Resolution::Incompatible(reason)) => {
-                Writer::Refused(format!("schema id {id} cannot be read as the declared schema: {reason}"))
+                Writer::Refused(format!("{id} cannot be read as the declared schema: {reason}"))
             }
         }
         .with_id(id))
@@ -276,7 +280,7 @@ impl WriterSchemas {
 }
 
 impl Writer {
-    fn with_id(self, id: u32) -> Self {
+    fn with_id(self, id: SchemaId) -> Self {
         match self {
             Writer::Protobuf(mut p) => {
                 p.id = id;
@@ -345,7 +349,7 @@ pub fn resolve(format: &Format, schema: &RegisteredSchema, client: &RegistryClie
             let pool = protobuf::compile(PROTO_MAIN, files)
                 .map_err(|e| Resolution::Incompatible(format!("the writer's .proto does not compile: {e}")))?;
             Ok(Writer::Protobuf(ProtobufWriter {
-                id: 0,
+                id: SchemaId::Confluent(0),
                 pool,
                 file: PROTO_MAIN.to_string(),
                 declared: declared.message.clone(),
@@ -386,9 +390,9 @@ pub enum CrossCheckError {
     )]
     NoSubject { url: String, subject: String },
     #[error(
-        "the declared schema cannot read what the registry holds for subject `{subject}` (version {version}, id {id}): {reason}"
+        "the declared schema cannot read what the registry holds for subject `{subject}` (version {version}, {id}): {reason}"
     )]
-    Incompatible { subject: String, version: i64, id: u32, reason: String },
+    Incompatible { subject: String, version: i64, id: SchemaId, reason: String },
     #[error(
         "subject_name_strategy = {strategy:?} names subjects after the record, and the declared JSON Schema has no `title` to name it: give it the title its producers' schema has"
     )]

@@ -27,7 +27,7 @@ pub struct KafkaConnection {
     /// librdkafka client settings passed through as they are.
     #[serde(default)]
     pub client_settings: BTreeMap<String, String>,
-    /// A Confluent-compatible schema registry: its publishers read registry-framed values.
+    /// A schema registry (Confluent-compatible, or AWS Glue): its publishers read registry-framed values.
     pub schema_registry: Option<SchemaRegistry>,
 }
 
@@ -92,10 +92,16 @@ impl KafkaConnection {
                  client_settings `ssl.ca.pem`, `ssl.certificate.pem` and `ssl.key.pem`, with `security.protocol`"
                 .into());
         }
-        if let Some(registry) = &self.schema_registry
-            && !(registry.url.starts_with("http://") || registry.url.starts_with("https://"))
-        {
-            return Err(format!("the schema registry URL {:?} must start with http:// or https://", registry.url));
+        if let Some(registry) = &self.schema_registry {
+            registry.check()?;
+            if registry.kind == crate::formats::registry::RegistryKind::Glue && registry.access_key_id.is_none() {
+                return Err(
+                    "a server does not lend its own AWS credentials: the Glue registry's connection must carry \
+                     `access_key_id` and `secret_access_key` (the CLI takes them from AWS_ACCESS_KEY_ID, \
+                     AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN when the connection has none)"
+                        .into(),
+                );
+            }
         }
         let refused = |key: &str| {
             key.ends_with(".location")
@@ -552,7 +558,7 @@ mod tests {
                 url: "https://registry:8081".into(),
                 username: Some("svc".into()),
                 password: Some("registry-secret".into()),
-                ca_pem: None,
+                ..SchemaRegistry::default()
             }),
         };
         let c = conn.client_config();
@@ -563,5 +569,29 @@ mod tests {
         assert!(!format!("{conn:?}").contains("secret"), "secrets are never printed");
         let shown = conn.redacted().to_string();
         assert!(!shown.contains("registry-secret") && shown.contains("https://registry:8081"), "{shown}");
+
+        let glue = SchemaRegistry {
+            kind: crate::formats::registry::RegistryKind::Glue,
+            region: Some("eu-west-1".into()),
+            registry_name: Some("orders".into()),
+            access_key_id: Some("AKIAEXAMPLE".into()),
+            secret_access_key: Some("aws-secret".into()),
+            session_token: Some("aws-token".into()),
+            ..SchemaRegistry::default()
+        };
+        let conn = KafkaConnection { schema_registry: Some(glue.clone()), tls: None, ..conn };
+        assert!(!format!("{conn:?}").contains("aws-"), "secrets are never printed");
+        let shown = conn.redacted().to_string();
+        assert!(!shown.contains("aws-secret") && !shown.contains("aws-token") && shown.contains("orders"), "{shown}");
+        assert_eq!(glue.location(), "https://glue.eu-west-1.amazonaws.com (AWS Glue registry orders in eu-west-1)");
+        conn.check_for_server().unwrap();
+        let lent = KafkaConnection {
+            schema_registry: Some(SchemaRegistry { access_key_id: None, secret_access_key: None, ..glue.clone() }),
+            ..conn.clone()
+        };
+        assert!(lent.check_for_server().unwrap_err().contains("does not lend its own AWS credentials"));
+        let mixed = SchemaRegistry { url: "https://registry:8081".into(), ..glue };
+        assert!(mixed.check().unwrap_err().contains("`url` belong to another kind of registry"));
+        assert!(SchemaRegistry::default().check().unwrap_err().contains("needs `url`"));
     }
 }

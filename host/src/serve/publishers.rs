@@ -130,7 +130,7 @@ async fn cross_check(registry: SchemaRegistry, source: KafkaSource) -> ApiResult
         let checked = writers::cross_check_topic(&source.format, &source.key, source.subjects, &client, &source.topic)
             .map_err(|e| ApiError::invalid(e.to_string()))?;
         let subjects: Vec<String> =
-            checked.iter().map(|v| format!("subject {}, version {}, id {}", v.subject, v.version, v.id)).collect();
+            checked.iter().map(|v| format!("subject {}, version {}, {}", v.subject, v.version, v.id)).collect();
         Ok(format!("schema cross-checked against the registry ({})", subjects.join("; ")))
     })
     .await?
@@ -292,7 +292,8 @@ pub async fn status(
         "data_format": source.format.data_format(),
         "message": match &source.format { Format::Protobuf(p) => Some(p.message.full_name().to_string()), _ => None },
         "schema_registry": record.collection.connection.as_ref().and_then(|c| c.schema_registry.as_ref()).map(|r| json!({
-            "url": r.url,
+            "kind": r.kind,
+            "url": r.location(),
             "subject": writers::subject_of(source.subjects, &source.format, &source.topic, false).ok(),
             "subject_name_strategy": source.subjects.as_str(),
             "waiting": registry.as_ref().and_then(|v| v.waiting.clone()),

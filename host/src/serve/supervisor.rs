@@ -22,7 +22,7 @@ pub struct RegistryView {
     /// When the wait began (ms since the epoch).
     pub waiting_since_ms: Option<i64>,
     /// The writer schema ids fetched, and whether their messages decode (false: they are dead letters).
-    pub schema_ids: std::collections::BTreeMap<u32, bool>,
+    pub schema_ids: std::collections::BTreeMap<crate::formats::registry::SchemaId, bool>,
 }
 
 /// A batch being retried: its last failed attempt, and when the next runs.

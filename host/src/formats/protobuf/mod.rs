@@ -138,6 +138,14 @@ pub fn message_at(pool: &DescriptorPool, file: &str, indexes: &[i32]) -> Option<
     Some(message)
 }
 
+/// The message a Glue frame's index points at: every message of `file`,
+/// nested ones included, sorted by full name (as Glue's serializers number them).
+pub fn message_by_glue_index(pool: &DescriptorPool, file: &str, index: i32) -> Option<MessageDescriptor> {
+    let mut messages: Vec<MessageDescriptor> = pool.all_messages().filter(|m| m.parent_file().name() == file).collect();
+    messages.sort_by(|a, b| a.full_name().cmp(b.full_name()));
+    messages.into_iter().nth(usize::try_from(index).ok()?)
+}
+
 fn child_path(path: &str, name: &str) -> String {
     if path.is_empty() { name.to_string() } else { format!("{path}.{name}") }
 }
