@@ -15,7 +15,8 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use weir::embedded::registry::EmbeddedRegistry;
-use weir::formats::registry::{SchemaType, frame, value_subject};
+use weir::formats::confluent::frame;
+use weir::formats::registry::{SchemaType, value_subject};
 use weir::formats::{DataFormat, Format, encode_json_values};
 
 use common::peers::delta_py;

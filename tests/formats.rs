@@ -307,9 +307,9 @@ async fn bad_frames_are_dead_letters_with_their_reason() {
     let id = registry
         .register(&value_subject("clicks"), weir::formats::registry::SchemaType::Avro, &declared.text, vec![])
         .unwrap();
-    let empty_body = weir::formats::registry::frame(id, None, &[]);
+    let empty_body = weir::formats::confluent::frame(id, None, &[]);
     let values: Vec<Vec<u8>> =
-        vec![b"{\"id\": 1}".to_vec(), vec![0, 0, 0], weir::formats::registry::frame(4242, None, b"\x02"), empty_body];
+        vec![b"{\"id\": 1}".to_vec(), vec![0, 0, 0], weir::formats::confluent::frame(4242, None, b"\x02"), empty_body];
     common::stream::produce_bytes(h.broker.bootstrap_servers(), "clicks", &values).await;
     let mut w = start(&h, &AVRO, registry_connection(&h, &registry));
     w.commits_until(4).await;

@@ -17,7 +17,8 @@ use tokio::sync::{mpsc, watch};
 use weir::catalog::Catalog;
 use weir::embedded::broker::EmbeddedBroker;
 use weir::embedded::registry::EmbeddedRegistry;
-use weir::formats::registry::{self, value_subject};
+use weir::formats::confluent;
+use weir::formats::registry::value_subject;
 use weir::formats::writers::RegistryEvent;
 use weir::formats::{DataFormat, Format};
 use weir::plugin::{Limits, Runtime, RuntimeConfig, human_bytes};
@@ -268,8 +269,8 @@ async fn produce(
         Some(id) => vec![
             b"not framed at all".to_vec(),
             vec![0, 0, 1],
-            registry::frame(9999, (format.data_format() == DataFormat::Protobuf).then_some(&[0][..]), b"\x02"),
-            registry::frame(
+            confluent::frame(9999, (format.data_format() == DataFormat::Protobuf).then_some(&[0][..]), b"\x02"),
+            confluent::frame(
                 id,
                 (format.data_format() == DataFormat::Protobuf).then_some(&[0][..]),
                 &[0x0a, 0xff, 0xff],

@@ -564,9 +564,10 @@ mod tests {
     /// only when the id changes, and checks a path again only when it does).
     #[test]
     fn a_run_of_mixed_writers_and_message_paths_reads_each_message_with_its_own() {
+        use super::super::confluent::frame;
         use crate::embedded::registry::EmbeddedRegistry;
         use crate::publisher::source::SchemaRegistry;
-        use registry::{RegistryClient, SchemaType, frame, value_subject};
+        use registry::{RegistryClient, SchemaType, value_subject};
 
         let registry = EmbeddedRegistry::start().unwrap();
         let proto = "syntax = \"proto3\"; package p; message M { int64 id = 1; } message Other { string s = 1; }";

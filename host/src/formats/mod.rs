@@ -22,6 +22,7 @@
 pub mod avro;
 pub mod avro_references;
 pub mod avro_schema;
+pub mod confluent;
 mod decoder;
 pub mod glue;
 pub mod json;
@@ -229,7 +230,7 @@ pub struct Rows {
 /// the benchmark make their messages with it.
 pub fn encode_json_values(format: &Format, values: &[String], schema_id: Option<u32>) -> Result<Vec<Vec<u8>>, String> {
     let frame = |body: Vec<u8>, indexes: Option<&[i32]>| match schema_id {
-        Some(id) => registry::frame(id, indexes, &body),
+        Some(id) => confluent::frame(id, indexes, &body),
         None => body,
     };
     match format {

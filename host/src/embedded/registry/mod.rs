@@ -38,7 +38,8 @@ use serde_json::{Value, json};
 
 mod store;
 
-use crate::formats::registry::{CONTENT_TYPE, Reference, SchemaType};
+use crate::formats::confluent::CONTENT_TYPE;
+use crate::formats::registry::{Reference, SchemaType};
 use store::{
     Failure, Store, Stored, Version, canonical, check_level, find_version, level, live, register, serialized_proto,
     uses_of, validate,
