@@ -42,6 +42,34 @@ fn passthrough_returns_every_frame_unchanged() {
     assert_eq!(tables[0].frame.schema, mixed(0, 0).schema());
 }
 
+/// Publishers of one component share its compiled code while any of them
+/// lives, each call still in an instance of its own; once none holds it, the
+/// code is let go and the next load makes it anew.
+#[test]
+fn loads_of_one_component_share_its_code_while_it_is_in_use() {
+    let rt = runtime();
+    let bytes = guest("read-clicks");
+    let (a, b) = (rt.load(&bytes).unwrap(), rt.load(&bytes).unwrap());
+    assert!(a.shares_code_with(&b));
+    assert!(rt.loaded(a.digest()).unwrap().shares_code_with(&a));
+    let other = rt.load(&guest("passthrough")).unwrap();
+    assert!(!other.shares_code_with(&a));
+    // Two calls at once on the shared code, each with its own input and output.
+    let slot = |rows| vec![frame(&[mixed(rows, rows as u64)])];
+    let (run_a, run_b) = std::thread::scope(|s| {
+        let run_a = s.spawn(|| rt.publish(&a, vec![slot(10)], &Limits::default(), None));
+        let run_b = s.spawn(|| rt.publish(&b, vec![slot(20)], &Limits::default(), None));
+        (run_a.join().unwrap(), run_b.join().unwrap())
+    });
+    let rows =
+        |run: weir::plugin::Run| run.outcome.unwrap()[0].frame.batches.iter().map(|b| b.num_rows()).sum::<usize>();
+    assert_eq!((rows(run_a), rows(run_b)), (10, 20));
+    let digest = a.digest().to_string();
+    drop((a, b));
+    assert!(rt.loaded(&digest).is_none(), "nothing holds it: its code is let go");
+    assert!(rt.load(&bytes).is_ok());
+}
+
 #[test]
 fn tables_framed_as_the_plugin_reads_them_arrive_whole_and_their_framing_is_the_hosts_time() {
     // How the worker hands a batch over: each partition as the runs it was decoded in.

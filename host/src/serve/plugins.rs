@@ -108,8 +108,13 @@ pub fn resolve(app: &App, tenant: &crate::catalog::Tenant, plugin: &str) -> ApiR
     })
 }
 
-/// Loads a stored module (from the artifact cache: compiled at upload). Blocking.
+/// Loads a stored module (from the artifact cache: compiled at upload), or
+/// shares the one loaded already for another publisher. Blocking.
 pub fn load(app: &App, sha256: &str) -> anyhow::Result<Plugin> {
+    let digest = format!("sha256:{}", sha256.strip_prefix("sha256:").unwrap_or(sha256));
+    if let Some(plugin) = app.runtime.loaded(&digest) {
+        return Ok(plugin);
+    }
     let store = app.catalog.store();
     let key = module_key(sha256);
     let bytes = store.get(&key)?.with_context(|| format!("module {} is missing", store.location(&key)))?;
