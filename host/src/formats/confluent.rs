@@ -80,16 +80,8 @@ pub fn frame(schema_id: u32, message_indexes: Option<&[i32]>, body: &[u8]) -> Ve
 }
 
 fn read_zigzag(buf: &mut &[u8]) -> Option<i64> {
-    let mut value: u64 = 0;
-    for shift in (0..64).step_by(7) {
-        let (&byte, rest) = buf.split_first()?;
-        *buf = rest;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(((value >> 1) as i64) ^ -((value & 1) as i64));
-        }
-    }
-    None
+    let value = super::glue::read_uvarint(buf)?;
+    Some(((value >> 1) as i64) ^ -((value & 1) as i64))
 }
 
 fn write_zigzag(out: &mut Vec<u8>, value: i64) {

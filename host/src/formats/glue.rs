@@ -121,7 +121,10 @@ pub fn frame(uuid: u128, compress: bool, message_index: Option<u32>, body: &[u8]
     }
 }
 
-fn read_uvarint(buf: &mut &[u8]) -> Option<u64> {
+/// An unsigned varint (7 bits a byte, least significant first), taken off the
+/// front of `buf`: Glue's Protobuf message index, and under Confluent's
+/// zigzag its message indexes too.
+pub(super) fn read_uvarint(buf: &mut &[u8]) -> Option<u64> {
     let mut value: u64 = 0;
     for shift in (0..64).step_by(7) {
         let (&byte, rest) = buf.split_first()?;
