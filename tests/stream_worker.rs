@@ -362,8 +362,14 @@ async fn restarting_resumes_from_the_catalog_without_loss_or_duplicates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_split_partitions_and_survive_a_rebalance() {
     let h = Harness::new(4);
-    let publisher =
-        || h.publisher("read-clicks", json!({"kafka.messages_rollover": 5, "kafka.time_rollover_seconds": 1}), None);
+    // The eager assignor, as a connection may choose (`cooperative-sticky` is weir's default):
+    // every partition is revoked and assigned again on each rebalance.
+    let publisher = || {
+        let mut connection = h.connection();
+        connection.client_settings.insert("partition.assignment.strategy".into(), "range".into());
+        let src_cfg = json!({"kafka.messages_rollover": 5, "kafka.time_rollover_seconds": 1});
+        common::stream::publisher(connection, &h.runtime, "read-clicks", "clicks", src_cfg, None)
+    };
     let mut a = h.start(publisher(), WorkerOptions::default());
     let mut b = h.start(publisher(), WorkerOptions::default());
     // Both end up owning part of the topic.
@@ -431,18 +437,97 @@ async fn two_workers_holding_the_same_partitions_commit_every_row_once() {
     assert_exactly_once(&h, WAVES * 40);
 }
 
-/// Waits until the worker is assigned a strict part of the 4 partitions.
+/// Waits until the worker holds a strict part of the 4 partitions (assignments
+/// come and go a few partitions at a time: the cooperative assignor).
 async fn owned_share(w: &mut common::stream::RunningWorker) -> usize {
+    let mut held = std::collections::BTreeSet::new();
     loop {
-        let p = w
-            .next_matching(|e| match e {
-                WorkerEvent::Assigned(p) => Some(p.len()),
+        w.next_matching(|e| match e {
+            WorkerEvent::Assigned(p) => Some(held.extend(p.keys())),
+            WorkerEvent::Revoked(p) => Some(held.retain(|x| !p.contains(x))),
+            _ => None,
+        })
+        .await;
+        if !held.is_empty() && held.len() < 4 {
+            return held.len();
+        }
+    }
+}
+
+/// Workers of one node that read through one connection share one consumer:
+/// each is given only its own topic's partitions, every row lands once in
+/// its own table, and one leaving (paused, deleted or failed: its worker
+/// stops) takes no partition from the others, which go on committing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_on_one_connection_share_one_consumer_and_one_leaving_disturbs_no_other() {
+    const N: usize = 8;
+    let h = Harness::new(1);
+    let src_cfg = json!({"kafka.messages_rollover": 10, "kafka.time_rollover_seconds": 1});
+    let mut workers = Vec::new();
+    for i in 0..N {
+        let topic = format!("t{i}");
+        h.broker.create_topic(&topic, 2).unwrap();
+        let mut p = publisher(h.connection(), &h.runtime, "passthrough", &topic, src_cfg.clone(), None);
+        p.name = format!("p{i}");
+        workers.push(h.start(p, WorkerOptions::default()));
+    }
+    for w in &mut workers {
+        let mut held = std::collections::BTreeSet::<i32>::new();
+        while held.len() < 2 {
+            w.next_matching(|e| match e {
+                WorkerEvent::Assigned(p) => Some(held.extend(p.keys())),
+                WorkerEvent::Revoked(p) => panic!("partitions {p:?} revoked while the others joined"),
                 _ => None,
             })
             .await;
-        if p > 0 && p < 4 {
-            return p;
         }
+    }
+    assert_eq!(h.sources.kafka.consumers(), 1, "{N} workers on one connection, one consumer");
+    let rows = |i: usize| h.committed_event_ids_of(&format!("t{i}"));
+    let wait_for = |from: usize, count: usize| {
+        let h = &h;
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+            while (from..N).any(|i| rows(i).len() < count) {
+                assert!(tokio::time::Instant::now() < deadline, "every table has {count} rows");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let _ = h;
+        }
+    };
+    for i in 0..N {
+        h.produce(&format!("t{i}"), &clicks(i * 1000, 20)).await;
+    }
+    wait_for(0, 20).await;
+
+    // One leaves: the others keep their partitions and go on.
+    let leaving = workers.remove(0);
+    assert_eq!(leaving.stop().await, WorkerExit::Shutdown);
+    for i in 0..N {
+        h.produce(&format!("t{i}"), &clicks(i * 1000 + 20, 20)).await;
+    }
+    wait_for(1, 40).await;
+    for w in &mut workers {
+        while let Ok(event) = w.events.try_recv() {
+            assert!(!matches!(event, WorkerEvent::Revoked(_)), "a neighbour's partitions were revoked: {event:?}");
+        }
+    }
+    assert_eq!(rows(0).len(), 20, "the one that left commits nothing more");
+    for i in 1..N {
+        let mut ids = rows(i);
+        ids.sort();
+        let mut expected: Vec<String> = (i * 1000..i * 1000 + 40).map(|n| format!("evt-{n}")).collect();
+        expected.sort();
+        assert_eq!(ids, expected, "table t{i}: every row once");
+    }
+    for w in workers {
+        w.stop().await;
+    }
+    // The consumer is closed once its last worker (and the batch tasks it ended) is gone.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while h.sources.kafka.consumers() > 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the consumer is closed after its last worker");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

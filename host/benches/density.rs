@@ -1,13 +1,16 @@
 //! Density: what publishers cost one `weir serve` node while they are idle.
 //! For each count (default 10 and 100; `-- --publishers 10,100,1000`), a fresh
-//! node registers that many publishers in tenants of 10, each reading its own
-//! 1-partition topic on the embedded broker through its own consumer group
-//! (the passthrough plugin, JSON values). Printed: registration time; then,
-//! idle, RSS and threads above an empty node and per publisher, the threads
-//! by what owns them, and the CPU the node uses doing nothing; then the time
-//! from sending one message to each topic (1 s time rollover) until every
-//! publisher has committed it. Beside it, librdkafka's share: as many idle
-//! consumers with the workers' settings in one process.
+//! node registers that many publishers in tenants of 10 (a tenant's collection
+//! and its connection, which its publishers share: one consumer on the node),
+//! each reading its own 1-partition topic on the embedded broker (the
+//! passthrough plugin, JSON values). Printed: registration time; then, idle,
+//! RSS and threads above an empty node and per publisher, the threads by what
+//! owns them, and the CPU the node uses doing nothing; then the time from
+//! sending one message to each topic (1 s time rollover) until every
+//! publisher has committed it; then the time from starting the node again on
+//! its data until every publisher holds its partition again. Beside it,
+//! librdkafka's share: as many idle consumers with the workers' settings in
+//! one process, one per publisher as before the consumers were shared.
 //!
 //! `cargo bench -p weir --bench density [-- --publishers 10,100]`
 
@@ -19,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::serve::{Body, Server};
+use common::many;
+use common::serve::Server;
 
 /// How long the node is watched doing nothing.
 const IDLE: Duration = Duration::from_secs(20);
@@ -62,13 +66,18 @@ struct Run {
     idle_cores: f64,
     sample: Sample,
     first_commit_s: f64,
+    /// From starting the node again on its data until every publisher holds its partition again.
+    restart_s: f64,
 }
 
-fn declaration(i: usize) -> String {
-    format!(
-        "name = \"p{i}\"\nflush_interval_mins = 1\noutput_tables = [\"t{i}\"]\n[source.kafka]\ntopic = \"t{i}\"\ndata_format = \"json\"\nschema = {}\n[source.kafka.src_cfg]\n\"kafka.time_rollover_seconds\" = 1\n",
-        serde_json::to_string(common::stream::CLICKS_SCHEMA).unwrap()
-    )
+/// Publishers whose partitions `server` holds now, as its heartbeat says (every 2 s).
+fn holding(server: &Server) -> usize {
+    let port = server.url.rsplit(':').next().unwrap().trim_end_matches('/');
+    let metrics = server.text("/metrics", common::serve::ADMIN);
+    many::series(&metrics, "weir_cluster_partitions", &[])
+        .iter()
+        .filter(|(labels, held)| labels.contains(&format!(":{port}\"")) && *held > 0.0)
+        .count()
 }
 
 fn versions(server: &Server, token: &str, table: &str) -> usize {
@@ -83,29 +92,20 @@ fn run(publishers: usize) -> Run {
     let broker = common::serve::broker();
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"));
-    let connection = json!({
-        "bootstrap_servers": broker.bootstrap_servers(),
-        "client_settings": {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"},
-    });
+    let connection = many::connection(broker.bootstrap_servers());
     let plugin = common::guest("passthrough");
     let started = Instant::now();
     let mut tokens = Vec::new();
     for i in 0..publishers {
         if i % TENANT == 0 {
             let token = server.tenant(&format!("tenant-{}", i / TENANT), json!({}));
-            let body = json!({"name": "events", "connection": connection});
-            let (status, answer) = server.http("POST", "/v1/collections", Some(&token), Some(Body::Json(body)));
-            assert_eq!(status, 201, "{answer}");
-            let (status, answer) = server.http("POST", "/v1/plugins", Some(&token), Some(Body::Bytes(plugin.clone())));
-            assert!(status < 300, "{answer}");
-            tokens.push((token, answer["sha256"].as_str().unwrap().to_string()));
+            many::collection(&server, &token, "events", &connection);
+            let sha = many::plugin(&server, &token, &plugin);
+            tokens.push((token, sha));
         }
         broker.create_topic(&format!("t{i}"), 1).unwrap();
         let (token, sha) = tokens.last().unwrap();
-        let body = json!({"declaration": declaration(i), "plugin": sha});
-        let (status, answer) =
-            server.http("POST", "/v1/collections/events/publishers", Some(token), Some(Body::Json(body)));
-        assert_eq!(status, 201, "publisher {i}: {answer}");
+        many::register(&server, token, "events", i, sha);
     }
     let register_s = started.elapsed().as_secs_f64();
     // Every group joined and settled before the node is watched.
@@ -136,7 +136,19 @@ fn run(publishers: usize) -> Run {
         std::thread::sleep(Duration::from_millis(100));
     }
     let first_commit_s = started.elapsed().as_secs_f64();
-    Run { publishers, register_s, idle_cores, sample, first_commit_s }
+
+    // A restart on the same data: compiled plugins come from the artifact cache.
+    let data = server.data_dir.clone();
+    server.stop();
+    let started = Instant::now();
+    let server = Server::start(&data);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while holding(&server) < publishers {
+        assert!(Instant::now() < deadline, "every publisher consuming again within 300 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let restart_s = started.elapsed().as_secs_f64();
+    Run { publishers, register_s, idle_cores, sample, first_commit_s, restart_s }
 }
 
 /// The share that is librdkafka's: `n` consumers with the settings weir's
@@ -207,18 +219,26 @@ fn main() {
     let alone: Vec<(usize, (f64, f64, f64))> = counts.iter().map(|&n| (n, librdkafka_alone(n))).collect();
     let runs: Vec<Run> = counts.iter().map(|&n| run(n)).collect();
     println!(
-        "publishers in tenants of {TENANT}, each its own 1-partition topic and consumer group on the embedded broker; idle over {} s after registration; {} cores",
+        "publishers in tenants of {TENANT} (one connection and consumer each), each its own 1-partition topic on the embedded broker; idle over {} s after registration; {} cores",
         IDLE.as_secs(),
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!(
-        "{:>10} {:>11} {:>8} {:>12} {:>8} {:>12} {:>11} {:>15}",
-        "publishers", "register s", "RSS MB", "MB/publisher", "threads", "threads/pub", "idle cores", "first commit s"
+        "{:>10} {:>11} {:>8} {:>12} {:>8} {:>12} {:>11} {:>15} {:>10}",
+        "publishers",
+        "register s",
+        "RSS MB",
+        "MB/publisher",
+        "threads",
+        "threads/pub",
+        "idle cores",
+        "first commit s",
+        "restart s"
     );
     for r in &runs {
         let n = r.publishers as f64;
         println!(
-            "{:>10} {:>11.1} {:>8.0} {:>12.2} {:>8} {:>12.2} {:>11.3} {:>15.1}",
+            "{:>10} {:>11.1} {:>8.0} {:>12.2} {:>8} {:>12.2} {:>11.3} {:>15.1} {:>10.1}",
             r.publishers,
             r.register_s,
             r.sample.rss_mb,
@@ -226,7 +246,8 @@ fn main() {
             r.sample.threads,
             (r.sample.threads as f64 - empty.threads as f64) / n,
             r.idle_cores,
-            r.first_commit_s
+            r.first_commit_s,
+            r.restart_s
         );
     }
     for (n, (mb, threads, cores)) in &alone {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod delta;
+pub mod many;
 pub mod peers;
 pub mod postgres;
 pub mod relay;

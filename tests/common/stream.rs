@@ -30,6 +30,8 @@ pub struct Harness {
     pub catalog: Arc<Catalog>,
     pub runtime: Arc<Runtime>,
     pub budget: Arc<MemoryBudget>,
+    /// What the workers started here share, as one node's do.
+    pub sources: Arc<weir::sources::Shared>,
 }
 
 impl Harness {
@@ -39,7 +41,14 @@ impl Harness {
         broker.create_topic("clicks", partitions).expect("topic");
         let dir = tempfile::tempdir().expect("tempdir");
         let catalog = Arc::new(Catalog::open(dir.path()).expect("catalog"));
-        Self { broker, dir, catalog, runtime: Arc::new(super::runtime()), budget: Arc::new(MemoryBudget::new(1 << 30)) }
+        Self {
+            broker,
+            dir,
+            catalog,
+            runtime: Arc::new(super::runtime()),
+            budget: Arc::new(MemoryBudget::new(1 << 30)),
+            sources: Default::default(),
+        }
     }
 
     pub fn connection(&self) -> KafkaConnection {
@@ -61,7 +70,12 @@ impl Harness {
     }
 
     pub fn node(&self) -> Node {
-        Node { catalog: self.catalog.clone(), runtime: self.runtime.clone(), budget: self.budget.clone() }
+        Node {
+            catalog: self.catalog.clone(),
+            runtime: self.runtime.clone(),
+            budget: self.budget.clone(),
+            sources: self.sources.clone(),
+        }
     }
 
     pub fn start(&self, publisher: StreamPublisher, options: WorkerOptions) -> RunningWorker {
@@ -78,14 +92,24 @@ impl Harness {
 
     /// The parquet files of every committed version of `events/clicks`.
     pub fn committed_files(&self) -> Vec<std::path::PathBuf> {
-        let versions = self.catalog.versions("events", "clicks").expect("versions");
+        self.committed_files_of("clicks")
+    }
+
+    /// The parquet files of every committed version of `events/<table>`.
+    pub fn committed_files_of(&self, table: &str) -> Vec<std::path::PathBuf> {
+        let versions = self.catalog.versions("events", table).expect("versions");
         versions.into_iter().flat_map(|v| v.files).map(|f| self.dir.path().join(f.path)).collect()
     }
 
     /// Every committed row's `event_id`, read back from the parquet files of every version.
     pub fn committed_event_ids(&self) -> Vec<String> {
+        self.committed_event_ids_of("clicks")
+    }
+
+    /// The same, of `events/<table>`.
+    pub fn committed_event_ids_of(&self, table: &str) -> Vec<String> {
         let mut ids = Vec::new();
-        for file in self.committed_files() {
+        for file in self.committed_files_of(table) {
             let frame = weir::input::read(&file, None).expect("read parquet");
             for batch in frame.batches {
                 let col = batch.column_by_name("event_id").expect("event_id");

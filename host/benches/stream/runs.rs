@@ -404,7 +404,12 @@ fn start(broker: &Broker, dataset: &Dataset, group: &str, src_cfg: serde_json::V
             stream::publisher_with(connection, &runtime, "read-clicks", AVRO_TOPIC, format, src_cfg, None)
         }
     };
-    let node = Node { catalog: catalog.clone(), runtime, budget: Arc::new(MemoryBudget::new(4 << 30)) };
+    let node = Node {
+        catalog: catalog.clone(),
+        runtime,
+        budget: Arc::new(MemoryBudget::new(4 << 30)),
+        sources: Default::default(),
+    };
     let (events_tx, events) = mpsc::unbounded_channel();
     let (stop, shutdown) = watch::channel(false);
     let options = WorkerOptions { publish: stage, ..WorkerOptions::default() };

@@ -29,7 +29,7 @@ pub struct ConnectionArgs {
     /// The client certificate's key (PEM).
     #[arg(long, env = "WEIR_TLS_KEY_FILE", hide_env_values = true)]
     tls_key_file: Option<String>,
-    /// The consumer group [default: weir.<collection>.<publisher>].
+    /// The consumer group, which the collection's publishers share [default: weir.<collection>].
     #[arg(long, env = "WEIR_GROUP_ID")]
     group_id: Option<String>,
     /// A librdkafka client setting, passed through (repeatable).

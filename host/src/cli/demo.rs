@@ -155,7 +155,12 @@ async fn demo(args: Args) -> anyhow::Result<()> {
         rollover.time.as_secs()
     );
 
-    let node = Node { catalog: catalog.clone(), runtime, budget: Arc::new(MemoryBudget::new(1 << 30)) };
+    let node = Node {
+        catalog: catalog.clone(),
+        runtime,
+        budget: Arc::new(MemoryBudget::new(1 << 30)),
+        sources: Default::default(),
+    };
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let (stop, shutdown) = watch::channel(false);
     let table = publisher.output_table();

@@ -111,7 +111,8 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
         plugin,
         limits: Limits { memory_bytes: args.memory_limit, deadline: args.deadline, ..Limits::default() },
     };
-    let node = Node { catalog, runtime, budget: Arc::new(MemoryBudget::new(args.memory_budget)) };
+    let node =
+        Node { catalog, runtime, budget: Arc::new(MemoryBudget::new(args.memory_budget)), sources: Default::default() };
     let options = WorkerOptions { shutdown_deadline: args.shutdown_deadline, ..WorkerOptions::default() };
 
     let (stop, shutdown) = watch::channel(false);

@@ -40,8 +40,11 @@ impl StreamPublisher {
         table_name_for_topic(&self.source.topic)
     }
 
+    /// The consumer group: the connection's, by default `weir.<collection>`,
+    /// which every node's consumer of the collection joins, for all its
+    /// publishers' topics (a topic has one publisher in a collection).
     pub fn group_id(&self) -> String {
-        self.connection.group_id.clone().unwrap_or_else(|| format!("weir.{}.{}", self.collection, self.name))
+        self.connection.group_id.clone().unwrap_or_else(|| format!("weir.{}", self.collection))
     }
 
     pub fn rollover(&self) -> Rollover {

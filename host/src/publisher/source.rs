@@ -22,7 +22,7 @@ pub struct KafkaConnection {
     pub credentials: Option<SaslCredentials>,
     /// TLS to the brokers.
     pub tls: Option<Tls>,
-    /// The consumer group; defaults to `weir.<collection>.<publisher>`.
+    /// The consumer group; defaults to `weir.<collection>`.
     pub group_id: Option<String>,
     /// librdkafka client settings passed through as they are.
     #[serde(default)]

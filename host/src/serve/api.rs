@@ -61,7 +61,8 @@ pub fn router(app: Arc<App>) -> Router {
 async fn health(State(app): State<Arc<App>>) -> impl IntoResponse {
     let publishers: serde_json::Map<String, serde_json::Value> =
         app.supervisor.counts().into_iter().map(|(state, n)| (state.to_string(), n.into())).collect();
-    axum::Json(serde_json::json!({ "status": "ok", "publishers": publishers }))
+    let consumers = app.supervisor.node().sources.kafka.consumers();
+    axum::Json(serde_json::json!({ "status": "ok", "publishers": publishers, "kafka_consumers": consumers }))
 }
 
 async fn metrics(_: Admin, State(app): State<Arc<App>>) -> impl IntoResponse {
@@ -71,6 +72,7 @@ async fn metrics(_: Admin, State(app): State<Arc<App>>) -> impl IntoResponse {
     })
     .await
     .unwrap_or_default();
-    let text = app.supervisor.metrics().render(&app.supervisor.counts(), &nodes, &unlogged);
+    let consumers = app.supervisor.node().sources.kafka.consumers();
+    let text = app.supervisor.metrics().render(&app.supervisor.counts(), &nodes, &unlogged, consumers);
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text)
 }

@@ -77,6 +77,7 @@ pub struct Metrics {
     plugin_cpu_seconds: Family<PublisherLabels, Counter<f64, AtomicU64>>,
     attempts_failed: Family<PublisherLabels, Counter>,
     publishers_failed: Family<PublisherLabels, Counter>,
+    partitions_revoked: Family<PublisherLabels, Counter>,
     consumer_lag: Family<PartitionLabels, Gauge>,
     publishers: Family<StateLabels, Gauge>,
     registry_waiting: Family<PublisherLabels, Gauge>,
@@ -88,6 +89,7 @@ pub struct Metrics {
     node_heartbeat_age: Family<NodeLabels, Gauge<f64, AtomicU64>>,
     node_partitions: Family<HeldLabels, Gauge>,
     unlogged: Family<TableLabels, Gauge>,
+    kafka_consumers: Gauge,
 }
 
 impl Default for Metrics {
@@ -102,6 +104,7 @@ impl Default for Metrics {
             plugin_cpu_seconds: Family::default(),
             attempts_failed: Family::default(),
             publishers_failed: Family::default(),
+            partitions_revoked: Family::default(),
             consumer_lag: Family::default(),
             publishers: Family::default(),
             registry_waiting: Family::default(),
@@ -113,6 +116,7 @@ impl Default for Metrics {
             node_heartbeat_age: Family::default(),
             node_partitions: Family::default(),
             unlogged: Family::default(),
+            kafka_consumers: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("batches_closed", "Batches closed, by rollover reason", m.batches_closed.clone());
@@ -130,6 +134,11 @@ impl Default for Metrics {
             "publisher_failures",
             "Publishers that gave up after their retries",
             m.publishers_failed.clone(),
+        );
+        registry.register(
+            "partitions_revoked",
+            "Partitions a rebalance took from the publisher's worker (what it buffered of them is dropped, and re-read by whoever gets them)",
+            m.partitions_revoked.clone(),
         );
         registry.register("consumer_lag", "Messages on the topic not yet committed", m.consumer_lag.clone());
         registry.register("publishers", "Publishers by worker state", m.publishers.clone());
@@ -157,6 +166,11 @@ impl Default for Metrics {
             "broker_unreachable_since_seconds",
             "When the brokers became unreachable from a publisher's client, in seconds since the epoch (0: they are reachable)",
             m.broker_unreachable_since.clone(),
+        );
+        registry.register(
+            "kafka_consumers",
+            "Kafka consumers this node holds: one per connection and consumer group its running publishers read through",
+            m.kafka_consumers.clone(),
         );
         registry.register(
             "cluster_node_live",
@@ -233,7 +247,10 @@ impl Metrics {
                 self.broker_unreachable.get_or_create(labels).set(0);
                 self.broker_unreachable_since.get_or_create(labels).set(0);
             }
-            WorkerEvent::Revoked(_) | WorkerEvent::Registry(RegistryEvent::Schema { .. }) => {}
+            WorkerEvent::Revoked(partitions) => {
+                self.partitions_revoked.get_or_create(labels).inc_by(partitions.len() as u64);
+            }
+            WorkerEvent::Registry(RegistryEvent::Schema { .. }) => {}
         }
     }
 
@@ -254,9 +271,16 @@ impl Metrics {
     }
 
     /// Renders the metrics, with this node's publishers counted by `states`,
-    /// the cluster's `nodes`, and the tables whose logs lack versions
-    /// (`unlogged`: collection key, table, how many).
-    pub fn render(&self, states: &[(&str, i64)], nodes: &[ClusterNode], unlogged: &[(String, String, i64)]) -> String {
+    /// the cluster's `nodes`, the tables whose logs lack versions
+    /// (`unlogged`: collection key, table, how many), and the Kafka consumers the node holds.
+    pub fn render(
+        &self,
+        states: &[(&str, i64)],
+        nodes: &[ClusterNode],
+        unlogged: &[(String, String, i64)],
+        kafka_consumers: usize,
+    ) -> String {
+        self.kafka_consumers.set(kafka_consumers as i64);
         self.unlogged.clear();
         for (collection, table, n) in unlogged {
             self.unlogged.get_or_create(&TableLabels { collection: collection.clone(), table: table.clone() }).set(*n);
@@ -298,6 +322,7 @@ mod tests {
         );
         m.observe(&l, &WorkerEvent::AttemptFailed { attempt: 1, of: 5, error: "e".into(), retry_in: None });
         m.observe(&l, &WorkerEvent::SourceRefused { reason: "r".into() });
+        m.observe(&l, &WorkerEvent::Revoked(vec![0]));
         m.observe(&l, &WorkerEvent::SourceUnreachable { reason: "r".into() });
         m.observe(&l, &WorkerEvent::Registry(RegistryEvent::Reachable));
         for family in [&m.batches_committed, &m.rows_committed, &m.dead_letters] {
@@ -310,7 +335,7 @@ mod tests {
         m.set_lag(&l, 0, 1);
         let node =
             ClusterNode { id: "n".into(), live: true, heartbeat_age_secs: 0.0, partitions: vec![("p".into(), 1)] };
-        let text = m.render(&[("consuming", 1)], &[node], &[("c".into(), "t".into(), 1)]);
+        let text = m.render(&[("consuming", 1)], &[node], &[("c".into(), "t".into(), 1)], 1);
         let mut names = Vec::new();
         for line in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
             let (name, kind) = line.split_once(' ').unwrap();

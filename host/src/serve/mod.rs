@@ -154,6 +154,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         catalog: catalog.clone(),
         runtime: runtime.clone(),
         budget: Arc::new(MemoryBudget::new(config.memory_budget)),
+        sources: Default::default(),
     };
     let supervisor = Supervisor::new(node, config.worker.clone(), Arc::new(Metrics::default()));
     let audit = audit::Audit::open(&config.data_dir)?;

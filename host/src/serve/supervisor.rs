@@ -301,4 +301,9 @@ impl Supervisor {
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }
+
+    /// What the node's workers share.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
 }

@@ -86,10 +86,22 @@ pub struct Opened {
     pub decoder: Decoder,
 }
 
-/// Opens a publisher's source: it starts taking the partitions it is given
-/// at the catalog's offsets.
-pub fn open(publisher: &StreamPublisher, catalog: Arc<Catalog>, observer: Option<Observer>) -> anyhow::Result<Opened> {
-    kafka::open(publisher, catalog, observer)
+/// What a node's workers share of their sources: Kafka consumers, one per
+/// connection and consumer group (see `kafka::Pool`).
+#[derive(Default)]
+pub struct Shared {
+    pub kafka: kafka::Pool,
+}
+
+/// Opens a publisher's source, sharing what it can with the node's other
+/// workers: it starts taking the partitions it is given at the catalog's offsets.
+pub fn open(
+    publisher: &StreamPublisher,
+    catalog: Arc<Catalog>,
+    shared: &Shared,
+    observer: Option<Observer>,
+) -> anyhow::Result<Opened> {
+    kafka::open(publisher, catalog, &shared.kafka, observer)
 }
 
 /// The decoder for a publisher's messages (with its source's schema registry,

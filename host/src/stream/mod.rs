@@ -31,6 +31,8 @@ pub struct Node {
     pub catalog: Arc<Catalog>,
     pub runtime: Arc<Runtime>,
     pub budget: Arc<MemoryBudget>,
+    /// What the workers share of their sources (a Kafka consumer per connection).
+    pub sources: Arc<crate::sources::Shared>,
 }
 
 /// How a worker retries and shuts down.

@@ -95,7 +95,7 @@ pub async fn run(
             let _ = events.send(WorkerEvent::Registry(event));
         })
     });
-    let Opened { source, acks, decoder } = sources::open(&publisher, node.catalog.clone(), observer)?;
+    let Opened { source, acks, decoder } = sources::open(&publisher, node.catalog.clone(), &node.sources, observer)?;
     let batches = Batches { publisher, id, node, options, acks, decoder, events, shutdown };
     let mut worker = Worker {
         source,

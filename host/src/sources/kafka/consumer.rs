@@ -1,29 +1,32 @@
-//! Consuming: an rdkafka consumer in the publisher's group, with offsets
-//! handled by hand. On every assignment the consumer is positioned at the
-//! catalog's offsets (the source of truth); Kafka's own group offsets are only
-//! a fallback for partitions the catalog has never committed.
+//! Consuming: one rdkafka consumer in a consumer group, shared by the
+//! workers of a node that read through the same connection (see `shared`),
+//! one topic each, with offsets handled by hand. On every assignment each
+//! topic's partitions are positioned at its publisher's catalog offsets (the
+//! source of truth); Kafka's own group offsets are only a fallback for
+//! partitions the catalog has never committed.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, StreamConsumer};
-use rdkafka::error::{KafkaResult, RDKafkaErrorCode};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, RebalanceProtocol, StreamConsumer};
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::BorrowedMessage;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use crate::catalog::Catalog;
 use crate::formats::RawMessage;
 use crate::publisher::source::{KafkaConnection, StartFrom};
 
 use super::check::{classify, refusal};
-use super::queue::{self, Forwarding, MessageQueue};
+use super::queue::{self, Forwarding};
 
-/// A change in the partitions this worker owns, or in whether the brokers take it.
+/// A change in the partitions a worker owns, or in whether the brokers take it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Assignment {
     /// Newly assigned, with the catalog's offsets they were positioned at.
@@ -38,42 +41,59 @@ pub enum Assignment {
     Reachable,
 }
 
-/// Positions assigned partitions at the catalog's offsets and tells the worker.
-pub struct WorkerContext {
-    catalog: Arc<Catalog>,
-    publisher: String,
-    topic: String,
-    connection: KafkaConnection,
-    events: mpsc::UnboundedSender<Assignment>,
-    /// Where assigned partitions' messages go: the worker's [`MessageQueue`].
-    forwarding: Arc<Forwarding>,
+/// A worker reading one topic through a shared consumer.
+pub struct Member {
+    pub publisher: String,
+    pub events: mpsc::UnboundedSender<Assignment>,
+    /// Where its partitions' messages go: the worker's queue.
+    pub forwarding: Arc<Forwarding>,
+    /// Where its messages that reached the consumer queue go (fetched before
+    /// their partition was forwarded).
+    pub strays: mpsc::UnboundedSender<RawMessage>,
     /// Where a partition that neither the catalog nor the group has an offset
-    /// for starts (`kafka.start_from`, or `auto.offset.reset` as the
-    /// connection's settings have it); `None` when that is not a position.
-    start: Option<Start>,
+    /// for starts; `None` when the settings say no position.
+    pub start: Option<Start>,
+    /// The partitions it holds now.
+    pub assigned: BTreeSet<i32>,
 }
 
 /// A position a partition starts at.
 #[derive(Debug, Clone, Copy)]
-enum Start {
+pub enum Start {
     Position(Offset),
     /// The first message at or after this time (ms since the epoch).
     Time(i64),
 }
 
-impl ClientContext for WorkerContext {
+/// The shared consumer's context: routes its assignments, errors and stray
+/// messages to the workers by topic.
+pub struct GroupContext {
+    catalog: Arc<Catalog>,
+    connection: KafkaConnection,
+    /// `collection` and group, for the logs.
+    label: String,
+    members: Mutex<HashMap<String, Member>>,
+    /// Every broker is unreachable: the consumer's task asks until one answers.
+    down: AtomicBool,
+    pub(super) probe: Notify,
+}
+
+impl ClientContext for GroupContext {
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
         match classify(error.rdkafka_error_code(), reason) {
             Some(refused) => {
                 let message = refusal(&self.connection, refused, reason).to_string();
-                tracing::warn!(publisher = %self.publisher, "{message}");
-                let _ = self.events.send(Assignment::Refused(message));
+                tracing::warn!(group = %self.label, "{message}");
+                self.tell_all(Assignment::Refused(message));
             }
             None if error.rdkafka_error_code() == Some(RDKafkaErrorCode::AllBrokersDown) => {
-                tracing::warn!(publisher = %self.publisher, "every broker is unreachable: {reason}");
-                let _ = self.events.send(Assignment::Unreachable(reason.to_string()));
+                tracing::warn!(group = %self.label, "every broker is unreachable: {reason}");
+                self.tell_all(Assignment::Unreachable(reason.to_string()));
+                if !self.down.swap(true, Ordering::SeqCst) {
+                    self.probe.notify_one();
+                }
             }
-            None => tracing::warn!(publisher = %self.publisher, error = %error, "librdkafka: {reason}"),
+            None => tracing::warn!(group = %self.label, error = %error, "librdkafka: {reason}"),
         }
     }
 }
@@ -82,89 +102,124 @@ impl ClientContext for WorkerContext {
 /// leaves looking them up to librdkafka.
 const GROUP_OFFSETS_TIMEOUT: Duration = Duration::from_secs(2);
 
-impl WorkerContext {
-    /// Where the worker hears of assignments, for a probe that tells it the brokers answer again.
-    pub fn events(&self) -> mpsc::UnboundedSender<Assignment> {
-        self.events.clone()
+impl GroupContext {
+    pub fn new(catalog: Arc<Catalog>, connection: KafkaConnection, label: String) -> Self {
+        Self {
+            catalog,
+            connection,
+            label,
+            members: Mutex::default(),
+            down: AtomicBool::new(false),
+            probe: Notify::new(),
+        }
     }
 
-    /// Positions `partitions` (those the catalog has no offset for) in `tpl`
-    /// at the group's committed offsets, looked up now, or at the reset
-    /// position where the group has none; returns the group's offsets found.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    pub fn members(&self) -> MutexGuard<'_, HashMap<String, Member>> {
+        self.members.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn tell_all(&self, event: Assignment) {
+        for member in self.members().values() {
+            let _ = member.events.send(event.clone());
+        }
+    }
+
+    /// Whether every broker was unreachable when last heard of.
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::SeqCst)
+    }
+
+    /// A broker answered again: every worker hears of it.
+    pub fn reachable(&self) {
+        if self.down.swap(false, Ordering::SeqCst) {
+            self.tell_all(Assignment::Reachable);
+        }
+    }
+
+    /// Hands a message that reached the consumer queue to its topic's worker
+    /// (if it still has one: otherwise its partition is being revoked).
+    pub fn stray(&self, topic: &str, message: RawMessage) {
+        if let Some(member) = self.members().get(topic) {
+            let _ = member.strays.send(message);
+        }
+    }
+
+    /// Positions the `fresh` partitions (those the catalog has no offset for)
+    /// in `tpl` at the group's committed offsets, looked up now for every
+    /// topic at once, or where their worker starts a new partition when the
+    /// group has none; returns the group's offsets found.
     ///
     /// librdkafka would look the group's offsets up itself, but for a partition
     /// the group has none for, it then waits a fixed 100 ms before it asks the
     /// broker where the reset position is: a new publisher's first fetch came
     /// 100 ms late. When the lookup fails, the partitions are left to
     /// librdkafka as before.
-    fn position_at_group_offsets(
+    fn position_fresh(
         &self,
         consumer: &BaseConsumer<Self>,
-        partitions: &[i32],
+        fresh: &[(String, i32, Option<Start>)],
         tpl: &mut TopicPartitionList,
-    ) -> BTreeMap<i32, i64> {
+    ) -> BTreeMap<(String, i32), i64> {
         let mut found = BTreeMap::new();
-        if partitions.is_empty() {
+        if fresh.is_empty() {
             return found;
         }
         let mut ask = TopicPartitionList::new();
-        for &partition in partitions {
-            ask.add_partition(&self.topic, partition);
+        for (topic, partition, _) in fresh {
+            ask.add_partition(topic, *partition);
         }
         let committed = match consumer.committed_offsets(ask, GROUP_OFFSETS_TIMEOUT) {
             Ok(committed) => committed,
             Err(e) => {
-                tracing::debug!(publisher = %self.publisher, error = %e, "looking up the group's offsets on assignment failed; librdkafka looks them up");
+                tracing::debug!(group = %self.label, error = %e, "looking up the group's offsets on assignment failed; librdkafka looks them up");
                 return found;
             }
         };
-        let mut fresh = Vec::new();
-        for element in committed.elements_for_topic(&self.topic) {
-            let start = match (element.error(), element.offset()) {
-                (Ok(()), Offset::Offset(offset)) => {
-                    found.insert(element.partition(), offset);
+        let mut times = TopicPartitionList::new();
+        for (topic, partition, start) in fresh {
+            let Some(element) = committed.find_partition(topic, *partition) else { continue };
+            let start = match (element.error(), element.offset(), start) {
+                (Ok(()), Offset::Offset(offset), _) => {
+                    found.insert((topic.clone(), *partition), offset);
                     Offset::Offset(offset)
                 }
-                (Ok(()), Offset::Invalid) => match self.start {
-                    Some(Start::Position(start)) => start,
-                    Some(Start::Time(ms)) => {
-                        fresh.push((element.partition(), ms));
-                        continue;
-                    }
-                    None => continue,
-                },
+                (Ok(()), Offset::Invalid, Some(Start::Position(start))) => *start,
+                (Ok(()), Offset::Invalid, Some(Start::Time(ms))) => {
+                    let _ = times.add_partition_offset(topic, *partition, Offset::Offset(*ms));
+                    continue;
+                }
                 _ => continue,
             };
-            let _ = tpl.set_partition_offset(&self.topic, element.partition(), start);
+            let _ = tpl.set_partition_offset(topic, *partition, start);
         }
-        for (partition, offset) in self.offsets_for_times(consumer, &fresh) {
-            let _ = tpl.set_partition_offset(&self.topic, partition, offset);
+        for (topic, partition, offset) in self.offsets_for_times(consumer, times) {
+            let _ = tpl.set_partition_offset(&topic, partition, offset);
         }
         found
     }
 
-    /// Where `partitions` start for `kafka.start_from` a time: at the first
+    /// Where partitions start for `kafka.start_from` a time: at the first
     /// message at or after it, as the broker finds it. Where it finds none (or
     /// cannot look times up: librdkafka's mock cluster and Tansu answer -1 or
     /// 0), or the lookup fails, they start at the beginning, and the source
     /// skips the messages before the time itself.
-    fn offsets_for_times(&self, consumer: &BaseConsumer<Self>, partitions: &[(i32, i64)]) -> Vec<(i32, Offset)> {
-        if partitions.is_empty() {
+    fn offsets_for_times(&self, consumer: &BaseConsumer<Self>, ask: TopicPartitionList) -> Vec<(String, i32, Offset)> {
+        if ask.count() == 0 {
             return vec![];
-        }
-        let mut ask = TopicPartitionList::new();
-        for &(partition, ms) in partitions {
-            let _ = ask.add_partition_offset(&self.topic, partition, Offset::Offset(ms));
         }
         let found = match consumer.offsets_for_times(ask, GROUP_OFFSETS_TIMEOUT) {
             Ok(found) => found,
             Err(e) => {
-                tracing::warn!(publisher = %self.publisher, error = %e, "looking up the offsets for kafka.start_from failed; those partitions start at their beginning");
+                tracing::warn!(group = %self.label, error = %e, "looking up the offsets for kafka.start_from failed; those partitions start at their beginning");
                 return vec![];
             }
         };
-        let starts: Vec<(i32, Offset)> = found
-            .elements_for_topic(&self.topic)
+        let starts: Vec<(String, i32, Offset)> = found
+            .elements()
             .iter()
             .filter(|e| e.error().is_ok())
             .map(|e| {
@@ -172,71 +227,129 @@ impl WorkerContext {
                     Offset::Offset(o) if o >= 0 => Offset::Offset(o),
                     _ => Offset::Beginning,
                 };
-                (e.partition(), start)
+                (e.topic().to_string(), e.partition(), start)
             })
             .collect();
-        tracing::info!(publisher = %self.publisher, topic = %self.topic, ?starts, "partitions new to the publisher start at kafka.start_from's time");
+        tracing::info!(group = %self.label, ?starts, "partitions new to their publishers start at kafka.start_from's time");
         starts
     }
-}
 
-impl ConsumerContext for WorkerContext {
-    fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
-        let partitions: Vec<i32> = tpl.elements_for_topic(&self.topic).iter().map(|e| e.partition()).collect();
-        match err {
-            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
-                let stored = match self.catalog.offsets(&self.publisher, &self.topic) {
-                    Ok(offsets) => offsets,
-                    Err(e) => {
-                        // Without the catalog we cannot know where to start: take nothing,
-                        // so the group gives these partitions to a worker that can.
-                        tracing::error!(publisher = %self.publisher, error = %e, "reading offsets on assignment failed");
-                        let _ = consumer.unassign();
-                        return;
+    fn assign(&self, consumer: &BaseConsumer<Self>, tpl: &mut TopicPartitionList) {
+        let cooperative = matches!(consumer.rebalance_protocol(), RebalanceProtocol::Cooperative);
+        let by_topic = by_topic(tpl);
+        let mut members = self.members();
+        // Each topic's partitions at its publisher's catalog offsets; a topic without a
+        // worker now (it left since it subscribed) is not taken: the group moves it on.
+        let mut take = TopicPartitionList::new();
+        let mut assigned: Vec<(String, BTreeMap<i32, Option<i64>>)> = Vec::new();
+        let mut fresh = Vec::new();
+        for (topic, partitions) in &by_topic {
+            let Some(member) = members.get(topic) else { continue };
+            let stored = match self.catalog.offsets(&member.publisher, topic) {
+                Ok(offsets) => offsets,
+                Err(e) => {
+                    // Without the catalog we cannot know where to start: take none of the
+                    // topic's partitions, so the group gives them to a node that can.
+                    tracing::error!(publisher = %member.publisher, error = %e, "reading offsets on assignment failed");
+                    continue;
+                }
+            };
+            let mut offsets = BTreeMap::new();
+            for &partition in partitions {
+                let offset = stored.get(&partition).copied();
+                match offset {
+                    Some(offset) => {
+                        let _ = take.add_partition_offset(topic, partition, Offset::Offset(offset));
                     }
-                };
-                let mut assigned = BTreeMap::new();
-                for partition in partitions {
-                    let offset = stored.get(&partition).copied();
-                    if let Some(offset) = offset {
-                        let _ = tpl.set_partition_offset(&self.topic, partition, Offset::Offset(offset));
+                    None => {
+                        take.add_partition(topic, partition);
+                        fresh.push((topic.clone(), partition, member.start));
                     }
-                    assigned.insert(partition, offset);
                 }
-                // Say where each partition starts, and why: a partition the catalog has never
-                // committed starts where the group left off, which surprises people who reuse a group.
-                let resumed: BTreeMap<i32, i64> = assigned.iter().filter_map(|(p, o)| Some((*p, (*o)?))).collect();
-                let fallback: Vec<i32> = assigned.iter().filter(|(_, o)| o.is_none()).map(|(p, _)| *p).collect();
-                let at_group = self.position_at_group_offsets(consumer, &fallback, tpl);
-                tracing::info!(
-                    publisher = %self.publisher, topic = %self.topic, at_catalog_offsets = ?resumed, at_group_offsets_or_reset = ?fallback, ?at_group,
-                    "partitions assigned: those the catalog has committed resume at its offsets; the others start at the consumer group's committed offsets, or by auto.offset.reset when the group has none"
-                );
-                // Forwarded before the assignment starts fetching, so that no message of a
-                // partition assigned for the first time reaches the consumer queue (read
-                // there, it could come after later ones read from the worker's queue), and
-                // again after it, since assigning may clear what was forwarded before.
-                let forwarded: Vec<i32> = assigned.keys().copied().collect();
-                self.forwarding.forward(consumer.client().native_ptr(), &self.topic, &forwarded);
-                match consumer.assign(tpl) {
-                    Ok(()) => self.forwarding.forward(consumer.client().native_ptr(), &self.topic, &forwarded),
-                    Err(e) => tracing::error!(publisher = %self.publisher, error = %e, "assigning partitions failed"),
-                }
-                let _ = self.events.send(Assignment::Assigned(assigned));
+                offsets.insert(partition, offset);
             }
-            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
-                tracing::info!(publisher = %self.publisher, topic = %self.topic, ?partitions, "partitions revoked");
-                let _ = self.events.send(Assignment::Revoked(partitions));
-                if let Err(e) = consumer.unassign() {
-                    tracing::error!(publisher = %self.publisher, error = %e, "unassigning partitions failed");
-                }
+            assigned.push((topic.clone(), offsets));
+        }
+        let at_group = self.position_fresh(consumer, &fresh, &mut take);
+        for (topic, offsets) in &assigned {
+            // Say where each partition starts, and why: a partition the catalog has never
+            // committed starts where the group left off, which surprises people who reuse a group.
+            let member = &members[topic];
+            let resumed: BTreeMap<i32, i64> = offsets.iter().filter_map(|(p, o)| Some((*p, (*o)?))).collect();
+            let fallback: Vec<i32> = offsets.iter().filter(|(_, o)| o.is_none()).map(|(p, _)| *p).collect();
+            let at_group: BTreeMap<i32, i64> =
+                at_group.iter().filter(|((t, _), _)| t == topic).map(|((_, p), o)| (*p, *o)).collect();
+            tracing::info!(
+                publisher = %member.publisher, %topic, at_catalog_offsets = ?resumed, at_group_offsets_or_reset = ?fallback, ?at_group,
+                "partitions assigned: those the catalog has committed resume at its offsets; the others start at the consumer group's committed offsets, or where kafka.start_from says when the group has none"
+            );
+        }
+        // Forwarded before the assignment starts fetching, so that no message of a partition
+        // assigned for the first time reaches the consumer queue (read there, it could come
+        // after later ones read from the worker's queue), and again after it, since
+        // assigning may clear what was forwarded before.
+        let forward = |members: &HashMap<String, Member>| {
+            for (topic, offsets) in &assigned {
+                let partitions: Vec<i32> = offsets.keys().copied().collect();
+                members[topic].forwarding.forward(consumer.client().native_ptr(), topic, &partitions);
             }
-            other => tracing::error!(publisher = %self.publisher, error = ?other, "rebalance error"),
+        };
+        forward(&members);
+        let result = if cooperative {
+            consumer.incremental_assign(&take)
+        } else {
+            // Eager: the assignment is the whole of it, including what was taken before (none).
+            consumer.assign(&take)
+        };
+        match result {
+            Ok(()) => forward(&members),
+            Err(e) => tracing::error!(group = %self.label, error = %e, "assigning partitions failed"),
+        }
+        for (topic, offsets) in assigned {
+            let member = members.get_mut(&topic).expect("looked up above");
+            member.assigned.extend(offsets.keys());
+            let _ = member.events.send(Assignment::Assigned(offsets));
+        }
+    }
+
+    fn revoke(&self, consumer: &BaseConsumer<Self>, tpl: &TopicPartitionList) {
+        let mut members = self.members();
+        for (topic, partitions) in by_topic(tpl) {
+            let Some(member) = members.get_mut(&topic) else { continue };
+            tracing::info!(publisher = %member.publisher, %topic, ?partitions, "partitions revoked");
+            member.assigned.retain(|p| !partitions.contains(p));
+            let _ = member.events.send(Assignment::Revoked(partitions));
+        }
+        let result = match consumer.rebalance_protocol() {
+            RebalanceProtocol::Cooperative => consumer.incremental_unassign(tpl),
+            _ => consumer.unassign(),
+        };
+        if let Err(e) = result {
+            tracing::error!(group = %self.label, error = %e, "unassigning partitions failed");
         }
     }
 }
 
-pub type WorkerConsumer = StreamConsumer<WorkerContext>;
+/// The partitions of `tpl`, by topic.
+fn by_topic(tpl: &TopicPartitionList) -> BTreeMap<String, Vec<i32>> {
+    let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for element in tpl.elements() {
+        topics.entry(element.topic().to_string()).or_default().push(element.partition());
+    }
+    topics
+}
+
+impl ConsumerContext for GroupContext {
+    fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => self.assign(consumer, tpl),
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => self.revoke(consumer, tpl),
+            other => tracing::error!(group = %self.label, error = ?other, "rebalance error"),
+        }
+    }
+}
+
+pub type GroupConsumer = StreamConsumer<GroupContext>;
 
 /// librdkafka settings weir changes from librdkafka's defaults; a connection's
 /// client settings override them.
@@ -245,12 +358,14 @@ pub type WorkerConsumer = StreamConsumer<WorkerContext>;
 ///   waits this long before fetching it again (1000 ms by default). A worker that
 ///   reads a backlog empties the queue far sooner, then sat idle: on a 1M-message
 ///   backlog, stalls of about 850 ms after every 3 batches cut throughput by a third.
-/// * `queued.max.messages.kbytes`: how far librdkafka reads ahead of the worker
-///   (64 MiB by default), on top of the batch the worker buffers. 4 MiB keeps a
-///   worker ~40 ms ahead at 100 MB/s. Measured with `scripts/bench.sh`'s data on
-///   a local broker, peak RSS fell from 221 to 166 MB at `kafka.size_rollover_mb = 16`
-///   and throughput did not drop (it rose ~8 %: less memory to churn). A broker
-///   many milliseconds away may want more read-ahead: set it in the connection.
+/// * `queued.max.messages.kbytes`: how far librdkafka reads ahead of a worker
+///   (64 MiB by default), on top of the batch the worker buffers: a worker's
+///   partitions are forwarded to its own queue, whose size each of them is
+///   fetched against. 4 MiB keeps a worker ~40 ms ahead at 100 MB/s. Measured with
+///   `scripts/bench.sh`'s data on a local broker, peak RSS fell from 221 to 166 MB
+///   at `kafka.size_rollover_mb = 16` and throughput did not drop (it rose ~8 %:
+///   less memory to churn). A broker many milliseconds away may want more
+///   read-ahead: set it in the connection.
 /// * `fetch.wait.max.ms`: how long a fetch may wait at the broker for data
 ///   (500 ms by default). A broker that holds an empty fetch for the whole wait
 ///   instead of answering when data arrives delays every message of a quiet
@@ -258,7 +373,7 @@ pub type WorkerConsumer = StreamConsumer<WorkerContext>;
 ///   by what lowering it did. At 100 ms the benchmark's produce-to-visible
 ///   p50 / p99 with a 1 s time rollover fell from about 900 / 1,500 ms to
 ///   600 / 1,100 ms on the embedded broker and to 540 / 1,030 ms on Tansu.
-///   An idle worker sends a fetch 10 times a second instead of twice.
+///   An idle consumer sends a fetch 10 times a second instead of twice.
 /// * `session.timeout.ms` / `heartbeat.interval.ms`: how long the group waits for
 ///   a member that stopped sending heartbeats before it gives its partitions to
 ///   the others (45 s / 3 s by default). A node killed with -9 or cut off holds
@@ -273,68 +388,81 @@ pub type WorkerConsumer = StreamConsumer<WorkerContext>;
 ///   kill -9 of a node → its partitions held by the others in 15.8 s at 10 s,
 ///   see the README for 6 s. A broker that wants longer sessions: set it in the
 ///   connection (`--client-setting session.timeout.ms=…`).
+/// * `partition.assignment.strategy`: `cooperative-sticky`, so that a publisher
+///   joining or leaving a shared consumer (registered, paused, deleted) moves
+///   only its own topic's partitions: with the eager assignors every worker on
+///   the connection would have its partitions revoked, its open batch dropped.
 pub const CONSUMER_DEFAULTS: &[(&str, &str)] = &[
     ("fetch.queue.backoff.ms", "10"),
     ("queued.max.messages.kbytes", "4096"),
     ("fetch.wait.max.ms", "100"),
     ("session.timeout.ms", "6000"),
     ("heartbeat.interval.ms", "1000"),
+    ("partition.assignment.strategy", "cooperative-sticky"),
 ];
 
-/// A consumer for one publisher, subscribed to its topic, and the queue its
-/// messages arrive on.
-pub fn subscribe(
-    connection: &KafkaConnection,
-    group_id: &str,
-    start_from: StartFrom,
-    catalog: Arc<Catalog>,
-    publisher: &str,
-    topic: &str,
-) -> KafkaResult<(Arc<WorkerConsumer>, MessageQueue, mpsc::UnboundedReceiver<Assignment>)> {
-    // A time is looked up on assignment; librdkafka's own fallback is then the beginning.
-    let reset_setting = match start_from {
-        StartFrom::Earliest | StartFrom::Time(_) => "earliest",
-        StartFrom::Latest => "latest",
-    };
-    let mut config = ClientConfig::new();
-    config.set("group.id", group_id).set("auto.offset.reset", reset_setting);
-    for (key, value) in CONSUMER_DEFAULTS {
-        config.set(*key, *value);
+/// What makes workers able to share a consumer: the same collection,
+/// connection and group, and the same start for a partition neither the
+/// catalog nor the group has an offset for (`auto.offset.reset`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    pub collection: String,
+    pub group: String,
+    pub connection: KafkaConnection,
+    pub reset: &'static str,
+}
+
+impl Key {
+    /// What `publisher`'s worker may share a consumer on.
+    pub fn of(publisher: &crate::publisher::StreamPublisher) -> Self {
+        Self {
+            collection: publisher.collection.clone(),
+            group: publisher.group_id(),
+            connection: publisher.connection.clone(),
+            reset: Self::reset_for(publisher.source.config.start_from),
+        }
     }
-    // The connection's settings (its pass-through map included) come next and may override all of these...
-    for (k, v) in connection.client_config() {
-        config.set(k, v);
+
+    /// `auto.offset.reset` for `start_from` (a time is looked up on assignment;
+    /// librdkafka's own fallback is then the beginning).
+    pub fn reset_for(start_from: StartFrom) -> &'static str {
+        match start_from {
+            StartFrom::Earliest | StartFrom::Time(_) => "earliest",
+            StartFrom::Latest => "latest",
+        }
     }
-    // ...but offsets are ours: the catalog's first, the group's only so lag tools see progress.
-    config.set("enable.auto.commit", "false").set("enable.auto.offset.store", "false");
-    // Where a partition without any offset starts, as the settings have it in the end.
-    let start = match (start_from, config.get("auto.offset.reset")) {
-        (StartFrom::Time(ms), Some("earliest")) => Some(Start::Time(ms)),
-        (_, Some("earliest" | "smallest" | "beginning")) => Some(Start::Position(Offset::Beginning)),
-        (_, Some("latest" | "largest" | "end")) => Some(Start::Position(Offset::End)),
-        _ => None,
-    };
-    let (tx, rx) = mpsc::unbounded_channel();
-    let context = WorkerContext {
-        catalog,
-        publisher: publisher.to_string(),
-        topic: topic.to_string(),
-        connection: connection.clone(),
-        events: tx,
-        forwarding: Arc::new(Forwarding::default()),
-        start,
-    };
-    let forwarding = context.forwarding.clone();
-    let consumer: Arc<WorkerConsumer> = Arc::new(config.create_with_context(context)?);
-    // The queue is in place before any partition can be assigned.
-    let queue = MessageQueue::new(consumer.clone(), forwarding);
-    consumer.subscribe(&[topic])?;
-    Ok((consumer, queue, rx))
+
+    /// The consumer's settings.
+    pub fn config(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config.set("group.id", &self.group).set("auto.offset.reset", self.reset);
+        for (key, value) in CONSUMER_DEFAULTS {
+            config.set(*key, *value);
+        }
+        // The connection's settings (its pass-through map included) come next and may override all of these...
+        for (k, v) in self.connection.client_config() {
+            config.set(k, v);
+        }
+        // ...but offsets are ours: the catalog's first, the group's only so lag tools see progress.
+        config.set("enable.auto.commit", "false").set("enable.auto.offset.store", "false");
+        config
+    }
+
+    /// Where a partition without any offset starts for a worker that starts
+    /// from `start_from`, as the settings have it in the end.
+    pub fn start(config: &ClientConfig, start_from: StartFrom) -> Option<Start> {
+        match (start_from, config.get("auto.offset.reset")) {
+            (StartFrom::Time(ms), Some("earliest")) => Some(Start::Time(ms)),
+            (_, Some("earliest" | "smallest" | "beginning")) => Some(Start::Position(Offset::Beginning)),
+            (_, Some("latest" | "largest" | "end")) => Some(Start::Position(Offset::End)),
+            _ => None,
+        }
+    }
 }
 
 /// Copies what weir keeps of a message read from the consumer queue out of
-/// librdkafka's buffer (see [`MessageQueue`] for the rest).
-pub fn to_raw(message: &BorrowedMessage<'_>) -> KafkaResult<RawMessage> {
+/// librdkafka's buffer (see [`queue::MessageQueue`] for the rest).
+pub fn to_raw(message: &BorrowedMessage<'_>) -> rdkafka::error::KafkaResult<RawMessage> {
     // SAFETY: a message the consumer handed out, alive while borrowed.
     unsafe { queue::copy(&*message.ptr()) }
 }

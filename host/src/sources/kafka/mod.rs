@@ -1,5 +1,7 @@
-//! The Kafka source: a consumer in the publisher's group (`consumer`), the
-//! worker's own message queue its partitions are forwarded to (`queue`), the
+//! The Kafka source: a consumer in a consumer group, its rebalances routed to
+//! the workers by topic (`consumer`), shared by a node's workers of one
+//! connection (`shared`), the worker's own message queue its partitions are
+//! forwarded to (`queue`), the
 //! topic dead letters may go to (`dead_letters`), the three behind the
 //! worker's interface (`source`); and the connection check run before a
 //! publisher is registered (`check`).
@@ -8,9 +10,11 @@ pub mod check;
 pub mod consumer;
 pub mod dead_letters;
 mod queue;
+mod shared;
 mod source;
 
 pub use check::{BrokerCheck, CheckError, Watermarks, check};
-pub use consumer::{Assignment, CONSUMER_DEFAULTS, WorkerConsumer, subscribe, to_raw};
+pub use consumer::{Assignment, CONSUMER_DEFAULTS, Key};
 pub use queue::MessageQueue;
+pub use shared::Pool;
 pub use source::{decoder, open};

@@ -17,7 +17,6 @@ use std::collections::VecDeque;
 use std::ffi::{CStr, CString, c_void};
 use std::sync::{Arc, Mutex};
 
-use rdkafka::consumer::{Consumer as _, ConsumerContext, StreamConsumer};
 use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka_sys as rdsys;
@@ -57,6 +56,22 @@ impl Forwarding {
             }
         }
     }
+
+    /// Stops sending `partitions` of `topic` to the worker's queue: their
+    /// messages reach the consumer queue again.
+    pub fn unforward(&self, rk: *mut rdsys::rd_kafka_t, topic: &str, partitions: &[i32]) {
+        let Ok(topic) = CString::new(topic) else { return };
+        for &partition in partitions {
+            // SAFETY: `rk` is a live client; a null destination ends the forwarding.
+            unsafe {
+                let fetched = rdsys::rd_kafka_queue_get_partition(rk, topic.as_ptr(), partition);
+                if !fetched.is_null() {
+                    rdsys::rd_kafka_queue_forward(fetched, std::ptr::null_mut());
+                    rdsys::rd_kafka_queue_destroy(fetched);
+                }
+            }
+        }
+    }
 }
 
 /// The worker's queue and the messages taken from it but not yet read.
@@ -77,17 +92,17 @@ unsafe extern "C" fn wake(_rk: *mut rdsys::rd_kafka_t, ready: *mut c_void) {
 }
 
 impl MessageQueue {
-    /// A queue of `consumer`'s, to which `forwarding` (its rebalance
-    /// callback's) sends assigned partitions from now on.
-    pub fn new<C>(consumer: Arc<StreamConsumer<C>>, forwarding: Arc<Forwarding>) -> Self
-    where
-        C: ConsumerContext + 'static,
-        StreamConsumer<C>: Send + Sync,
-    {
+    /// A queue of `client`, which `consumer` keeps alive, to which
+    /// `forwarding` (its rebalance callback's) sends assigned partitions from now on.
+    pub fn new<C: rdkafka::client::ClientContext>(
+        client: &rdkafka::client::Client<C>,
+        consumer: Arc<dyn std::any::Any + Send + Sync>,
+        forwarding: Arc<Forwarding>,
+    ) -> Self {
         let ready = Arc::new(Notify::new());
-        // SAFETY: the client is alive; the callback's pointer stays valid until it is removed in Drop.
+        // SAFETY: `consumer` keeps the client alive; the callback's pointer stays valid until it is removed in Drop.
         let queue = unsafe {
-            let queue = rdsys::rd_kafka_queue_new(consumer.client().native_ptr());
+            let queue = rdsys::rd_kafka_queue_new(client.native_ptr());
             rdsys::rd_kafka_queue_cb_event_enable(queue, Some(wake), Arc::as_ptr(&ready) as *mut c_void);
             queue
         };
@@ -257,7 +272,6 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    use futures::StreamExt as _;
     use rdkafka::config::ClientConfig;
     use rdkafka::consumer::{BaseConsumer, Consumer as _};
     use rdkafka::message::{Header, Message as _, OwnedHeaders};
@@ -359,14 +373,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let catalog = std::sync::Arc::new(Catalog::open(dir.path()).unwrap());
         let connection = KafkaConnection { bootstrap_servers: bootstrap.clone(), ..KafkaConnection::default() };
-        let (consumer, mut queue, mut assignments) =
-            super::super::subscribe(&connection, "g", StartFrom::Earliest, catalog, "c/p", "t").unwrap();
-        // The consumer queue serves the rebalance; every message goes to the worker's queue.
-        let events = tokio::spawn({
-            let consumer = consumer.clone();
-            async move { consumer.stream().count().await }
-        });
-        assert!(matches!(assignments.recv().await, Some(super::super::Assignment::Assigned(_))));
+        let key = super::super::Key { collection: "c".into(), group: "g".into(), connection, reset: "earliest" };
+        let pool = super::super::Pool::default();
+        let (mut membership, mut queue) = pool.join(&catalog, key, StartFrom::Earliest, "c/p", "t").unwrap();
+        // The consumer's task serves the rebalance; every message goes to the worker's queue.
+        assert!(matches!(membership.events.recv().await, Some(super::super::Assignment::Assigned(_))));
 
         // Both partitions, every offset once and in order: more than one take each (256 at a time).
         let got = read(&mut queue, 600).await;
@@ -382,8 +393,16 @@ mod tests {
         assert_eq!(rest.keys().copied().collect::<Vec<_>>(), [1], "only partition 1 is left");
         assert!(queue.next().is_none());
 
+        assert!(membership.strays.try_recv().is_err(), "nothing reached the consumer queue");
+        drop(membership);
         drop(queue);
-        events.abort();
-        drop(consumer); // the consumer goes last, without waiting on the queue
+        // Closed (off the runtime's threads) once its last member is gone.
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while pool.consumers() > 0 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .expect("the consumer is closed after its last member left");
     }
 }

@@ -1,7 +1,8 @@
-//! The Kafka source behind the worker's interface: the consumer's assignments
-//! become [`SourceEvent`]s, its messages are taken from the worker's own queue
-//! (or, the few fetched before their partition was forwarded there, from the
-//! consumer queue), and committed batches move the group's offsets.
+//! The Kafka source behind the worker's interface: the worker's place in its
+//! connection's shared consumer, whose assignments of its topic become
+//! [`SourceEvent`]s; its messages are taken from the worker's own queue (or,
+//! the few fetched before their partition was forwarded there, as the
+//! consumer's task hands them over), and committed batches move the group's offsets.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -9,15 +10,13 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::future::BoxFuture;
-use futures::{FutureExt as _, StreamExt as _};
 use rdkafka::consumer::{CommitMode, Consumer as _};
-use rdkafka::error::KafkaResult;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use tokio::sync::mpsc;
 
-use super::consumer::{Assignment, WorkerConsumer, subscribe, to_raw};
+use super::consumer::{Assignment, Key};
 use super::dead_letters::DeadLetterTopic;
 use super::queue::MessageQueue;
+use super::shared::{Membership, Pool, Shared};
 use crate::catalog::{Catalog, PartitionRange};
 use crate::formats::registry::RegistryClient;
 use crate::formats::writers::{Observer, WriterSchemas, subject_of};
@@ -26,37 +25,40 @@ use crate::publisher::StreamPublisher;
 use crate::publisher::source::StartFrom;
 use crate::sources::{Acknowledge, Opened, Ready, Source, SourceEvent};
 
-/// Opens a publisher's topic: a consumer in its group, subscribed, with the
-/// worker's queue in place; its dead-letter topic's producer; its decoder.
-pub fn open(publisher: &StreamPublisher, catalog: Arc<Catalog>, observer: Option<Observer>) -> anyhow::Result<Opened> {
+/// Opens a publisher's topic: its worker joins its connection's consumer,
+/// which subscribes to the topic, with the worker's queue in place; its
+/// dead-letter topic's producer; its decoder.
+pub fn open(
+    publisher: &StreamPublisher,
+    catalog: Arc<Catalog>,
+    pool: &Pool,
+    observer: Option<Observer>,
+) -> anyhow::Result<Opened> {
     let (id, topic) = (publisher.id(), publisher.source.topic.clone());
-    let (consumer, queue, assignments) = subscribe(
-        &publisher.connection,
-        &publisher.group_id(),
-        publisher.source.config.start_from,
-        catalog,
-        &id,
-        &topic,
-    )
-    .with_context(|| format!("creating the Kafka consumer for {id}"))?;
+    let start_from = publisher.source.config.start_from;
+    let (membership, queue) = pool
+        .join(&catalog, Key::of(publisher), start_from, &id, &topic)
+        .with_context(|| format!("creating the Kafka consumer for {id}"))?;
     let dead_letter_topic = match &publisher.source.dead_letter_topic {
         Some(to) => Some(DeadLetterTopic::new(&publisher.connection, to)?),
         None => None,
     };
     let decoder = decoder(publisher, observer)?;
-    let acks =
-        Arc::new(GroupOffsets { consumer: consumer.clone(), topic: topic.clone(), id: id.clone(), dead_letter_topic });
+    let acks = Arc::new(GroupOffsets {
+        shared: membership.shared().clone(),
+        topic: topic.clone(),
+        id: id.clone(),
+        dead_letter_topic,
+    });
     let source = Box::new(TopicSource {
-        consumer,
+        membership,
         queue,
-        assignments,
         topic,
         id,
         stray: VecDeque::new(),
         from: From::Queue,
         dry: true,
-        probe: None,
-        start_time: match publisher.source.config.start_from {
+        start_time: match start_from {
             StartFrom::Time(ms) => Some(ms),
             _ => None,
         },
@@ -89,65 +91,29 @@ pub fn decoder(publisher: &StreamPublisher, observer: Option<Observer>) -> anyho
     Ok(Decoder::new(value, key, source.headers))
 }
 
-/// How often a worker whose brokers are unreachable asks them for the topic's metadata.
-const PROBE_EVERY: Duration = Duration::from_secs(1);
-
-/// Asks the brokers for the topic's metadata through the worker's own
-/// client until they answer, then tells the worker. librdkafka reports that
-/// every broker is down, but not that one is back.
-async fn probe(consumer: Arc<WorkerConsumer>, topic: String) {
-    let events = consumer.context().events();
-    loop {
-        tokio::time::sleep(PROBE_EVERY).await;
-        let (consumer, topic) = (consumer.clone(), topic.clone());
-        let answered = tokio::task::spawn_blocking(move || {
-            consumer.client().fetch_metadata(Some(&topic), Duration::from_secs(2)).is_ok()
-        })
-        .await
-        .unwrap_or(false);
-        if answered {
-            let _ = events.send(Assignment::Reachable);
-            return;
-        }
-    }
-}
-
-impl Drop for TopicSource {
-    fn drop(&mut self) {
-        if let Some(probe) = self.probe.take() {
-            probe.abort();
-        }
-    }
-}
-
-/// Messages taken from the consumer queue in one go (see [`From::Stray`]).
-const STRAY_AT_ONCE: usize = 256;
-
 /// Where [`TopicSource::take`] reads from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum From {
     /// The worker's queue, which assigned partitions are forwarded to.
     Queue,
     /// Messages that reached the consumer queue, fetched before their
-    /// partition was forwarded (the stream that serves rebalances hands them out).
+    /// partition was forwarded (the consumer's task hands them over).
     Stray,
 }
 
-/// The reading half: one topic, in the publisher's consumer group.
+/// The reading half: one topic, in the connection's shared consumer.
 struct TopicSource {
-    consumer: Arc<WorkerConsumer>,
+    /// Leaves before the queue goes: nothing is forwarded to it any more.
+    membership: Membership,
     queue: MessageQueue,
-    assignments: mpsc::UnboundedReceiver<Assignment>,
     topic: String,
     /// The publisher's `collection/name`, for the logs.
     id: String,
-    stray: VecDeque<KafkaResult<RawMessage>>,
+    stray: VecDeque<RawMessage>,
     from: From,
     /// Whether the last take from the queue found it empty (librdkafka wakes
     /// the worker only when the queue fills from empty).
     dry: bool,
-    /// While the brokers are unreachable: the probe that says when they answer again.
-    probe: Option<tokio::task::JoinHandle<()>>,
     /// `kafka.start_from` a time (ms since the epoch), if it is one.
     start_time: Option<i64>,
     /// Partitions assigned where the catalog stored no offset, and the first
@@ -174,31 +140,26 @@ impl TopicSource {
                 SourceEvent::Revoked(partitions)
             }
             Assignment::Refused(reason) => SourceEvent::Refused(reason),
-            Assignment::Unreachable(reason) => {
-                if self.probe.is_none() {
-                    self.probe = Some(tokio::spawn(probe(self.consumer.clone(), self.topic.clone())));
-                }
-                SourceEvent::Unreachable(reason)
-            }
-            Assignment::Reachable => {
-                self.probe = None;
-                SourceEvent::Reachable
-            }
+            Assignment::Unreachable(reason) => SourceEvent::Unreachable(reason),
+            Assignment::Reachable => SourceEvent::Reachable,
         }
     }
 
     /// Drops what was taken of `partitions` and not read yet.
     fn forget(&mut self, partitions: &[i32]) {
         self.queue.forget(partitions);
-        self.stray.retain(|m| !matches!(m, Ok(m) if partitions.contains(&m.partition)));
+        self.stray.retain(|m| !partitions.contains(&m.partition));
     }
 }
 
 impl Source for TopicSource {
     fn ready(&mut self) -> BoxFuture<'_, Ready> {
         Box::pin(async move {
-            if let Ok(change) = self.assignments.try_recv() {
+            if let Ok(change) = self.membership.events.try_recv() {
                 return Ready::Event(self.event(change));
+            }
+            while let Ok(message) = self.membership.strays.try_recv() {
+                self.stray.push_back(message);
             }
             if !self.stray.is_empty() {
                 self.from = From::Stray;
@@ -208,24 +169,16 @@ impl Source for TopicSource {
                 // Reading stopped before the queue ran dry: look again at once.
                 self.queue.look_again();
             }
-            // The stream also serves the consumer queue's rebalances and errors.
-            let consumer = self.consumer.clone();
-            let mut stream = consumer.stream();
             tokio::select! {
                 biased;
-                Some(change) = self.assignments.recv() => Ready::Event(self.event(change)),
-                () = self.queue.ready() => {
-                    self.from = From::Queue;
+                Some(change) = self.membership.events.recv() => Ready::Event(self.event(change)),
+                Some(message) = self.membership.strays.recv() => {
+                    self.stray.push_back(message);
+                    self.from = From::Stray;
                     Ready::Messages
                 }
-                Some(received) = stream.next() => {
-                    self.stray.push_back(received.and_then(|m| to_raw(&m)));
-                    while self.stray.len() < STRAY_AT_ONCE
-                        && let Some(Some(received)) = stream.next().now_or_never()
-                    {
-                        self.stray.push_back(received.and_then(|m| to_raw(&m)));
-                    }
-                    self.from = From::Stray;
+                () = self.queue.ready() => {
+                    self.from = From::Queue;
                     Ready::Messages
                 }
             }
@@ -235,7 +188,7 @@ impl Source for TopicSource {
     fn take(&mut self) -> Option<anyhow::Result<RawMessage>> {
         loop {
             let taken = match self.from {
-                From::Stray => self.stray.pop_front(),
+                From::Stray => self.stray.pop_front().map(Ok),
                 From::Queue => {
                     let taken = self.queue.next();
                     self.dry = taken.is_none();
@@ -262,7 +215,8 @@ impl Source for TopicSource {
             // Never committed: from the first offset handed out (none yet: from the beginning).
             let first = offset.or_else(|| self.fresh.get(&partition).copied().flatten());
             let position = first.map_or(Offset::Beginning, Offset::Offset);
-            if let Err(e) = self.consumer.seek(&self.topic, partition, position, Duration::from_secs(10)) {
+            let consumer = self.membership.shared().consumer();
+            if let Err(e) = consumer.seek(&self.topic, partition, position, Duration::from_secs(10)) {
                 tracing::warn!(publisher = %self.id, partition, error = %e, "seeking to read a dropped batch again");
             }
         }
@@ -271,7 +225,7 @@ impl Source for TopicSource {
 
 /// The acknowledging half: the group's offsets, and the dead-letter topic.
 struct GroupOffsets {
-    consumer: Arc<WorkerConsumer>,
+    shared: Arc<Shared>,
     topic: String,
     id: String,
     dead_letter_topic: Option<DeadLetterTopic>,
@@ -294,7 +248,7 @@ impl Acknowledge for GroupOffsets {
         for r in ranges {
             let _ = tpl.add_partition_offset(&self.topic, r.partition, Offset::Offset(r.last + 1));
         }
-        if let Err(e) = self.consumer.commit(&tpl, CommitMode::Async) {
+        if let Err(e) = self.shared.consumer().commit(&tpl, CommitMode::Async) {
             tracing::warn!(publisher = %self.id, error = %e, "committing group offsets (for lag tools) failed");
         }
     }
