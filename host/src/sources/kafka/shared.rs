@@ -110,29 +110,29 @@ impl Pool {
         let topic = topic.to_string();
         let config = key.config();
         let start = Key::start(&config, start_from);
-        let shared = {
-            let mut consumers = self.consumers.lock().unwrap_or_else(|e| e.into_inner());
-            consumers.retain(|(_, shared)| shared.strong_count() > 0);
-            // One that does not read the topic yet: two workers of one publisher on a node
-            // (tests start them so) each have their own, and split the partitions as two nodes do.
-            let found = consumers
-                .iter()
-                .filter(|(k, _)| *k == key)
-                .filter_map(|(_, shared)| shared.upgrade())
-                .find(|shared| !shared.consumer().context().members().contains_key(&topic));
-            match found {
-                Some(shared) => shared,
-                None => {
-                    let label = format!("{} (group {})", key.collection, key.group);
-                    let context = GroupContext::new(catalog.clone(), key.connection.clone(), label);
-                    let consumer: Arc<GroupConsumer> = Arc::new(config.create_with_context(context)?);
-                    let (close, closing) = oneshot::channel();
-                    self.open.fetch_add(1, Ordering::SeqCst);
-                    tokio::spawn(serve(consumer.clone(), closing, self.open.clone()));
-                    let shared = Arc::new(Shared { consumer: Some(consumer), close: Some(close) });
-                    consumers.push((key, Arc::downgrade(&shared)));
-                    shared
-                }
+        // Under the pool's lock until the member is in: a second worker of the same topic
+        // (tests start two of one publisher on a node) must not find this consumer without it.
+        let mut consumers = self.consumers.lock().unwrap_or_else(|e| e.into_inner());
+        consumers.retain(|(_, shared)| shared.strong_count() > 0);
+        // One that does not read the topic yet: two workers of one publisher on a node each
+        // have their own, and split the partitions as two nodes do.
+        let found = consumers
+            .iter()
+            .filter(|(k, _)| *k == key)
+            .filter_map(|(_, shared)| shared.upgrade())
+            .find(|shared| !shared.consumer().context().members().contains_key(&topic));
+        let shared = match found {
+            Some(shared) => shared,
+            None => {
+                let label = format!("{} (group {})", key.collection, key.group);
+                let context = GroupContext::new(catalog.clone(), key.connection.clone(), label);
+                let consumer: Arc<GroupConsumer> = Arc::new(config.create_with_context(context)?);
+                let (close, closing) = oneshot::channel();
+                self.open.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(serve(consumer.clone(), closing, self.open.clone()));
+                let shared = Arc::new(Shared { consumer: Some(consumer), close: Some(close) });
+                consumers.push((key, Arc::downgrade(&shared)));
+                shared
             }
         };
         let forwarding = Arc::new(Forwarding::default());
@@ -153,6 +153,7 @@ impl Pool {
             members.insert(topic.clone(), member);
             shared.resubscribe(&members);
         }
+        drop(consumers);
         Ok((Membership { shared, topic, events, strays }, queue))
     }
 
