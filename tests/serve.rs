@@ -462,6 +462,13 @@ fn a_batch_being_retried_shows_in_status_executions_and_metrics_from_its_first_f
         .and_then(|v| v.parse::<i64>().ok())
         .unwrap_or_else(|| panic!("no weir_batch_retrying for read_clicks in\n{metrics}"));
     assert!(retrying_gauge >= 1, "{metrics}");
+    // The 3 messages are read, never committed: the node's lag says so, from what its
+    // consumer last fetched (the server refreshes it every second here).
+    poll("the lag of the batch that cannot commit", || {
+        let metrics = server.text("/metrics", ADMIN);
+        let lag = common::many::series(&metrics, "weir_consumer_lag", &[("publisher", "read_clicks")]);
+        (lag.iter().map(|(_, n)| n).sum::<f64>() == 3.0).then_some(())
+    });
     // The error says how to give it more; the tenant's quota changed, the publisher runs under it.
     assert!(error.contains("`weir tenant quotas TENANT --deadline 30s`") && !error.contains("backtrace"), "{error}");
     let changed = server.cli_ok(ADMIN, &["tenant", "quotas", "acme", "--deadline", "700ms"]);

@@ -258,16 +258,20 @@ impl Metrics {
         self.publishers_failed.get_or_create(labels).inc();
     }
 
-    pub fn set_lag(&self, labels: &PublisherLabels, partition: i32, lag: i64) {
-        let l = labels.clone();
-        self.consumer_lag
-            .get_or_create(&PartitionLabels {
-                tenant: l.tenant,
-                collection: l.collection,
-                publisher: l.publisher,
-                partition,
-            })
-            .set(lag);
+    /// Replaces every partition's lag with `lags` (labels, partition, lag).
+    pub fn set_lags(&self, lags: &[(&PublisherLabels, i32, i64)]) {
+        self.consumer_lag.clear();
+        for (labels, partition, lag) in lags {
+            let l = (*labels).clone();
+            self.consumer_lag
+                .get_or_create(&PartitionLabels {
+                    tenant: l.tenant,
+                    collection: l.collection,
+                    publisher: l.publisher,
+                    partition: *partition,
+                })
+                .set(*lag);
+        }
     }
 
     /// Renders the metrics, with this node's publishers counted by `states`,
@@ -332,7 +336,7 @@ mod tests {
             family.get_or_create(&l).inc();
         }
         m.publisher_failed(&l);
-        m.set_lag(&l, 0, 1);
+        m.set_lags(&[(&l, 0, 1)]);
         let node =
             ClusterNode { id: "n".into(), live: true, heartbeat_age_secs: 0.0, partitions: vec![("p".into(), 1)] };
         let text = m.render(&[("consuming", 1)], &[node], &[("c".into(), "t".into(), 1)], 1);

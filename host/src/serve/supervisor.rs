@@ -91,7 +91,6 @@ struct Running {
     registry: Arc<Mutex<RegistryView>>,
     retry: Arc<Mutex<Option<RetryView>>>,
     brokers: Arc<Mutex<Brokers>>,
-    publisher: Option<StreamPublisher>,
     labels: PublisherLabels,
     /// What it was started from (see `cluster::fingerprint`): a registration
     /// that changes it restarts the worker.
@@ -184,7 +183,7 @@ impl Supervisor {
                 }
             }
         });
-        let run = worker::run(publisher.clone(), self.node.clone(), self.options.clone(), Some(events_tx), shutdown);
+        let run = worker::run(publisher, self.node.clone(), self.options.clone(), Some(events_tx), shutdown);
         let (metrics, task_state, task_labels, task_key) =
             (self.metrics.clone(), state.clone(), labels.clone(), key.clone());
         let task = tokio::spawn(async move {
@@ -205,9 +204,7 @@ impl Supervisor {
                 None => *state = WorkerState::Paused,
             }
         });
-        let publisher = Some(publisher);
-        let running =
-            Running { stop, task: Some(task), state, registry, retry, brokers, publisher, labels, fingerprint };
+        let running = Running { stop, task: Some(task), state, registry, retry, brokers, labels, fingerprint };
         self.workers().insert(key, running);
     }
 
@@ -219,8 +216,7 @@ impl Supervisor {
         let state = Arc::new(Mutex::new(WorkerState::Failed { error }));
         let registry = Arc::default();
         let (retry, brokers) = (Arc::default(), Arc::default());
-        let running =
-            Running { stop, task: None, state, registry, retry, brokers, publisher: None, labels, fingerprint };
+        let running = Running { stop, task: None, state, registry, retry, brokers, labels, fingerprint };
         self.workers().insert(key, running);
     }
 
@@ -293,9 +289,15 @@ impl Supervisor {
         counts
     }
 
-    /// The running publishers, for the lag refresher.
-    pub fn running(&self) -> Vec<(StreamPublisher, PublisherLabels)> {
-        self.workers().values().filter_map(|r| Some((r.publisher.clone()?, r.labels.clone()))).collect()
+    /// Sets the lag of every partition this node's workers hold, `(publisher,
+    /// partition, lag)`, and forgets the others'.
+    pub fn set_lags(&self, lags: &[(String, i32, i64)]) {
+        let workers = self.workers();
+        let labelled: Vec<(&PublisherLabels, i32, i64)> = lags
+            .iter()
+            .filter_map(|(publisher, partition, lag)| Some((&workers.get(publisher)?.labels, *partition, *lag)))
+            .collect();
+        self.metrics.set_lags(&labelled);
     }
 
     pub fn metrics(&self) -> &Metrics {

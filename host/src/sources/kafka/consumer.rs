@@ -23,7 +23,7 @@ use crate::catalog::Catalog;
 use crate::formats::RawMessage;
 use crate::publisher::source::{KafkaConnection, StartFrom};
 
-use super::check::{classify, refusal};
+use super::check::{Watermarks, classify, refusal};
 use super::queue::{self, Forwarding};
 
 /// A change in the partitions a worker owns, or in whether the brokers take it.
@@ -138,6 +138,35 @@ impl GroupContext {
         if self.down.swap(false, Ordering::SeqCst) {
             self.tell_all(Assignment::Reachable);
         }
+    }
+
+    /// Where each partition its workers hold begins and ends, as the broker
+    /// last said (every fetch answer carries both, an idle partition's too):
+    /// `(publisher, topic, watermarks)`, asking the broker nothing.
+    pub fn watermarks(&self, client: &rdkafka::client::Client<Self>) -> Vec<(String, String, Watermarks)> {
+        let mut found = Vec::new();
+        for (topic, member) in self.members().iter() {
+            let Ok(name) = std::ffi::CString::new(topic.as_str()) else { continue };
+            for &partition in &member.assigned {
+                let (mut low, mut high) = (-1, -1);
+                // SAFETY: the client outlives the call, the name is a valid C string, and
+                // librdkafka only reads it and writes the two offsets.
+                let err = unsafe {
+                    rdkafka_sys::rd_kafka_get_watermark_offsets(
+                        client.native_ptr(),
+                        name.as_ptr(),
+                        partition,
+                        &mut low,
+                        &mut high,
+                    )
+                };
+                // Not yet fetched: the offsets are librdkafka's "invalid" (-1001).
+                if err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && low >= 0 && high >= 0 {
+                    found.push((member.publisher.clone(), topic.clone(), Watermarks { partition, low, high }));
+                }
+            }
+        }
+        found
     }
 
     /// Hands a message that reached the consumer queue to its topic's worker

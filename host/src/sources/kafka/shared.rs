@@ -17,6 +17,7 @@ use rdkafka::consumer::Consumer as _;
 use rdkafka::error::KafkaResult;
 use tokio::sync::{mpsc, oneshot};
 
+use super::check::Watermarks;
 use super::consumer::{Assignment, GroupConsumer, GroupContext, Key, Member, to_raw};
 use super::queue::{Forwarding, MessageQueue};
 use crate::catalog::Catalog;
@@ -59,7 +60,12 @@ impl Shared {
         let mut topics: Vec<&str> = members.keys().map(String::as_str).collect();
         topics.sort_unstable();
         let consumer = self.consumer();
-        let result = if topics.is_empty() { Ok(consumer.unsubscribe()) } else { consumer.subscribe(&topics) };
+        let result = if topics.is_empty() {
+            consumer.unsubscribe();
+            Ok(())
+        } else {
+            consumer.subscribe(&topics)
+        };
         if let Err(e) = result {
             tracing::error!(group = %consumer.context().label(), error = %e, ?topics, "subscribing failed");
         }
@@ -155,6 +161,22 @@ impl Pool {
         }
         drop(consumers);
         Ok((Membership { shared, topic, events, strays }, queue))
+    }
+
+    /// Where each partition the node's workers hold begins and ends, as
+    /// their consumers last heard: `(publisher, topic, watermarks)`.
+    pub fn watermarks(&self) -> Vec<(String, String, Watermarks)> {
+        let consumers: Vec<Arc<Shared>> = {
+            let consumers = self.consumers.lock().unwrap_or_else(|e| e.into_inner());
+            consumers.iter().filter_map(|(_, shared)| shared.upgrade()).collect()
+        };
+        consumers
+            .iter()
+            .flat_map(|shared| {
+                let consumer = shared.consumer();
+                consumer.context().watermarks(consumer.client())
+            })
+            .collect()
     }
 
     /// The node's consumers not yet closed.
