@@ -71,6 +71,11 @@ impl Tansu {
         assert!(created.status.success(), "creating topic {name}: {}", String::from_utf8_lossy(&created.stderr));
     }
 
+    pub fn delete_topic(&self, name: &str) {
+        let deleted = Command::new(&self.bin).args(["topic", "delete", "--broker", &self.url, name]).output().unwrap();
+        assert!(deleted.status.success(), "deleting topic {name}: {}", String::from_utf8_lossy(&deleted.stderr));
+    }
+
     /// The OS process id, to read its memory.
     pub fn pid(&self) -> u32 {
         self.child.id()
