@@ -144,7 +144,12 @@ fn run(publishers: usize) -> Run {
     let server = Server::start(&data);
     let deadline = Instant::now() + Duration::from_secs(300);
     while holding(&server) < publishers {
-        assert!(Instant::now() < deadline, "every publisher consuming again within 300 s");
+        assert!(
+            Instant::now() < deadline,
+            "every publisher consuming again within 300 s: {} of {publishers} are\n{}",
+            holding(&server),
+            server.text("/metrics", common::serve::ADMIN)
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let restart_s = started.elapsed().as_secs_f64();

@@ -185,6 +185,10 @@ impl Pool {
     }
 }
 
+/// How long a consumer whose last worker left waits for the group to take
+/// its partitions back before it closes.
+const RELEASE_WAIT: Duration = Duration::from_secs(10);
+
 /// How often a consumer whose brokers are unreachable asks them for metadata.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
@@ -216,7 +220,20 @@ async fn serve_queue(
     loop {
         tokio::select! {
             biased;
-            handed = &mut *closing => return handed.ok(),
+            handed = &mut *closing => {
+                // Closing a cooperative consumer that still holds partitions can hang for good
+                // (librdkafka answers the revoke made while closing never: #4884, seen here on
+                // a node's shutdown). Its last worker unsubscribed it: the group takes its
+                // partitions back through the queue, served until it holds none, then it closes.
+                let deadline = tokio::time::Instant::now() + RELEASE_WAIT;
+                while consumer.assignment().is_ok_and(|held| held.count() > 0) && tokio::time::Instant::now() < deadline {
+                    tokio::select! {
+                        _ = stream.next() => {}
+                        () = tokio::time::sleep(Duration::from_millis(50)) => {}
+                    }
+                }
+                return handed.ok();
+            }
             received = stream.next() => match received {
                 Some(Ok(message)) => match to_raw(&message) {
                     Ok(raw) => context.stray(rdkafka::Message::topic(&message), raw),
