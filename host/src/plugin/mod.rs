@@ -190,6 +190,10 @@ pub struct Runtime {
     /// publishers of one plugin held 100 copies, about 4 MB each).
     loaded: Mutex<HashMap<String, Weak<Loaded>>>,
     max_module_bytes: usize,
+    /// One permit per instance the pool holds: a call waits for one, as a
+    /// call beyond the pool would fail to instantiate (a burst of batches
+    /// across many publishers spent attempts on that).
+    calls: Arc<tokio::sync::Semaphore>,
     _ticker: EpochTicker,
 }
 
@@ -210,6 +214,7 @@ impl Runtime {
             cache,
             loaded: Mutex::default(),
             max_module_bytes: config.max_module_bytes,
+            calls: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_calls.max(1) as usize)),
             _ticker: ticker,
         })
     }
@@ -344,7 +349,8 @@ impl Runtime {
     }
 
     /// [`Runtime::publish_into`] on tokio's blocking pool, so the CPU-bound
-    /// call never stalls the async reactor.
+    /// call never stalls the async reactor, once an instance of the pool is
+    /// free (the wait is not the plugin's time).
     pub async fn publish_blocking<F: FrameBytes, S: OutputSink>(
         self: &Arc<Self>,
         plugin: Plugin,
@@ -354,8 +360,11 @@ impl Runtime {
         sink: S,
     ) -> Run<S> {
         let runtime = self.clone();
-        let task =
-            tokio::task::spawn_blocking(move || runtime.publish_into(&plugin, slots, &limits, declared.as_ref(), sink));
+        let permit = self.calls.clone().acquire_owned().await.expect("the semaphore is never closed");
+        let task = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            runtime.publish_into(&plugin, slots, &limits, declared.as_ref(), sink)
+        });
         match task.await {
             Ok(run) => run,
             // `publish` catches every guest fault; a panic here is a host bug, so keep it loud.

@@ -205,7 +205,7 @@ async fn serve(
 ) {
     let handed = serve_queue(&consumer, &mut closing).await;
     let closed = tokio::task::spawn_blocking(move || drop((consumer, handed))).await;
-    if closed.is_err() {
+    if closed.is_err_and(|e| e.is_panic()) {
         tracing::error!("closing a Kafka consumer panicked");
     }
     open.fetch_sub(1, Ordering::SeqCst);
