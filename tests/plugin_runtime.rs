@@ -391,11 +391,30 @@ fn the_row_limit_is_enforced_per_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_calls_each_get_their_own_answer() {
-    let rt = Arc::new(runtime());
+    concurrent_calls_succeed_on(runtime(), 256).await;
+}
+
+/// More calls at once than the instance pool holds wait for a free instance:
+/// none fails to instantiate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_beyond_the_instance_pool_wait_for_a_free_instance() {
+    let config = weir::plugin::RuntimeConfig {
+        cache_dir: Some(common::shared_cache()),
+        max_concurrent_calls: 2,
+        ..weir::plugin::RuntimeConfig::default()
+    };
+    // Calls long enough (50k rows each) that they overlap.
+    concurrent_calls_succeed_on(weir::plugin::Runtime::new(config).unwrap(), 50_000).await;
+}
+
+/// Eight calls at once on `rt`, each with its own input of `rows`: each gets its own answer.
+async fn concurrent_calls_succeed_on(rt: weir::plugin::Runtime, rows: usize) {
+    let rt = Arc::new(rt);
     let plugin = rt.load(&guest("read-clicks")).unwrap();
+    // Every input made first, so that the calls start together.
+    let inputs: Vec<_> = (0..8).map(|seed| vec![vec![frame(&[clicks(rows, seed)])]]).collect();
     let mut calls = Vec::new();
-    for seed in 0..8 {
-        let slots = vec![vec![frame(&[clicks(256, seed)])]];
+    for slots in inputs {
         calls.push(tokio::spawn({
             let (rt, plugin) = (rt.clone(), plugin.clone());
             async move { rt.publish_blocking(plugin, slots, Limits::default(), None, Collect::default()).await }
@@ -404,7 +423,7 @@ async fn concurrent_calls_each_get_their_own_answer() {
     for (seed, call) in calls.into_iter().enumerate() {
         let run = call.await.unwrap();
         let Collect(tables) = run.outcome.unwrap();
-        assert_eq!(all_rows(&tables[0].frame.batches), clicks(256, seed as u64));
+        assert_eq!(all_rows(&tables[0].frame.batches), clicks(rows, seed as u64));
     }
 }
 
