@@ -258,6 +258,53 @@ async fn killed_between_the_catalog_and_the_log_with_another_writers_commit_befo
     }
 }
 
+/// Killed after the Delta log took a version and before the catalog noted
+/// where: on restart the version is found in the log, not written again, and
+/// every reader sees every event once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_between_the_logs_commit_and_the_catalogs_note_of_it() {
+    let h = Harness::new(3);
+    let encoding = Encoding::json();
+    std::fs::write(h.dir.path().join("publisher.toml"), encoding.declaration()).unwrap();
+    std::fs::write(h.dir.path().join("clicks.json"), CLICKS_SCHEMA).unwrap();
+    let root = h.dir.path().join(weir::tables::delta::table_dir("events", "clicks"));
+    let values: Vec<Vec<u8>> = clicks(0, 120).into_iter().map(String::into_bytes).collect();
+    produce_bytes(h.broker.bootstrap_servers(), "clicks", &values).await;
+    let mut child = spawn(&h, &encoding, Some("after-delta-commit"));
+    assert!(wait_or_kill(&mut child, Duration::from_secs(60)), "weir stream crashed after the log's commit");
+    let unnoted = h.catalog.unlogged_versions("events", "clicks").unwrap();
+    assert_eq!(unnoted.len(), 1, "one version is in the log and not noted in the catalog");
+
+    let values: Vec<Vec<u8>> = clicks(120, 120).into_iter().map(String::into_bytes).collect();
+    produce_bytes(h.broker.bootstrap_servers(), "clicks", &values).await;
+    let mut child = spawn(&h, &encoding, None);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while h.committed_event_ids().len() < 240 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc_kill(child.id() as i32, 15) };
+    assert!(wait_or_kill(&mut child, Duration::from_secs(30)), "SIGTERM stops weir stream");
+
+    assert!(h.catalog.unlogged_versions("events", "clicks").unwrap().is_empty(), "every version is noted");
+    let placed = h.catalog.delta_version_of("events", "clicks", unnoted[0].version).unwrap().flatten();
+    assert_eq!(placed, Some(1), "version 1 is noted where the crashed run wrote it");
+    let latest = weir::tables::delta::latest(h.catalog.store(), &weir::tables::delta::table_dir("events", "clicks"))
+        .unwrap()
+        .unwrap();
+    let versions = h.catalog.versions("events", "clicks").unwrap().last().unwrap().version;
+    assert_eq!(latest, versions, "the table's log: its creation, then one commit per weir version");
+    let read = delta_py(&["read", root.to_str().unwrap(), "--key", "event_id", "--versions", &latest.to_string()]);
+    let mut ids = h.committed_event_ids();
+    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 240, "every event committed once");
+    ids.sort();
+    for reader in ["duckdb", "polars", "deltalake"] {
+        let seen = &read["versions"][latest.to_string()][reader]["keys"];
+        let seen: Vec<String> = seen.as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
+        assert_eq!(seen, ids, "{reader} reads every event once");
+    }
+}
+
 unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, signal: i32) -> i32;

@@ -240,6 +240,7 @@ mod tests {
             })),
             metadata_by: by,
             txns: Default::default(),
+            placed: Default::default(),
         }
     }
 

@@ -109,7 +109,15 @@ pub struct Head {
     pub metadata_by: Option<SetBy>,
     /// appId → its transaction version (a partition's next offset), for checkpoints.
     pub txns: BTreeMap<String, i64>,
+    /// weir's versions in the newest commits read, with the Delta version
+    /// each is in (at most [`PLACED_KEPT`]): the log may hold a version the
+    /// catalog has not noted (a crash came between the two).
+    pub placed: BTreeMap<i64, i64>,
 }
+
+/// How many weir versions a [`Head`] remembers the place of: as many as the
+/// commits after a checkpoint, which is where reading a log starts.
+const PLACED_KEPT: usize = super::CHECKPOINT_INTERVAL as usize;
 
 impl Default for Head {
     fn default() -> Self {
@@ -120,6 +128,7 @@ impl Default for Head {
             metadata: None,
             metadata_by: None,
             txns: BTreeMap::new(),
+            placed: BTreeMap::new(),
         }
     }
 }
@@ -150,6 +159,12 @@ impl Head {
         let writer = || commit.writer();
         for action in &commit.actions {
             self.apply(commit.version, action, &writer);
+        }
+        if let Some(v) = commit.weir_version() {
+            self.placed.insert(v, commit.version);
+            if self.placed.len() > PLACED_KEPT {
+                self.placed.pop_first();
+            }
         }
         self.version = commit.version;
     }

@@ -324,6 +324,12 @@ impl TableLog<'_> {
         found: &mut HashSet<i64>,
     ) -> anyhow::Result<bool> {
         loop {
+            if let Some(&at) = head.placed.get(&v.version) {
+                // In the log already: a crash came after its commit and before the catalog noted it.
+                self.catalog.set_delta_version(self.collection, self.table, v.version, at)?;
+                found.insert(v.version);
+                return Ok(false);
+            }
             if head.version < 0 {
                 if v.version != 1 {
                     bail!(
@@ -344,6 +350,7 @@ impl TableLog<'_> {
             let at = head.version + 1;
             match self.create(at, &actions)? {
                 None => {
+                    crate::crash::point("after-delta-commit");
                     // Noted before the head moves past it: if noting fails, the next sync
                     // reads the commit again and finds the version there.
                     self.catalog.set_delta_version(self.collection, self.table, v.version, at)?;
