@@ -28,6 +28,7 @@ mod db;
 mod dead_letters;
 pub mod evolve;
 mod executions;
+mod group_commit;
 mod migrations;
 mod nodes;
 mod plugins;
@@ -333,6 +334,18 @@ impl Catalog {
     /// Which database holds it: `SQLite` or `PostgreSQL`.
     pub fn database(&self) -> &'static str {
         self.db.kind()
+    }
+
+    /// Where each partition resumes, for every publisher and topic: by
+    /// `(publisher, topic)`, each partition's next offset.
+    pub fn all_offsets(&self) -> Result<BTreeMap<(String, String), BTreeMap<i32, i64>>, CatalogError> {
+        let rows =
+            self.db.run(|sql| sql.query("SELECT publisher, topic, partition, next_offset FROM source_offsets", &[]))?;
+        let mut offsets: BTreeMap<(String, String), BTreeMap<i32, i64>> = BTreeMap::new();
+        for r in &rows {
+            offsets.entry((r.get(0)?, r.get(1)?)).or_default().insert(r.get(2)?, r.get(3)?);
+        }
+        Ok(offsets)
     }
 
     /// Where each partition of `topic` resumes for `publisher`.

@@ -158,32 +158,39 @@ pub trait Sql {
 
 /// The catalog's database.
 pub enum Db {
-    Sqlite(Mutex<rusqlite::Connection>),
+    Sqlite(super::group_commit::Sqlite),
     Postgres(Mutex<postgres::Session>),
 }
 
 impl Db {
-    /// Runs `f`'s statements one at a time (each commits on its own).
+    /// Runs `f`'s statements one at a time (each commits on its own; in
+    /// SQLite, with the transactions committing at that moment, if any).
     pub fn run<R>(&self, f: impl FnOnce(&mut dyn Sql) -> Result<R, CatalogError>) -> Result<R, CatalogError> {
         match self {
-            Db::Sqlite(conn) => f(&mut SqliteSql(&lock(conn))),
+            Db::Sqlite(sqlite) => sqlite.run(f),
+            Db::Postgres(session) => f(&mut *lock(session)),
+        }
+    }
+
+    /// [`Self::run`] for bookkeeping that a power loss may take without harm
+    /// (how long a committed batch's steps took). SQLite writes it to its log
+    /// without waiting for the disk: it survives the process being killed,
+    /// and the next synced commit makes it durable. PostgreSQL: as `run`.
+    pub fn run_unsynced<R>(&self, f: impl FnOnce(&mut dyn Sql) -> Result<R, CatalogError>) -> Result<R, CatalogError> {
+        match self {
+            Db::Sqlite(sqlite) => sqlite.run_unsynced(f),
             Db::Postgres(session) => f(&mut *lock(session)),
         }
     }
 
     /// Runs `f`'s statements in one transaction: committed if it returns
     /// `Ok`, rolled back if it returns an error. SQLite takes its write lock
-    /// at the start, so transactions run one after another; PostgreSQL runs
-    /// them side by side at read committed.
+    /// at the start, so transactions run one after another, those that come
+    /// together committed together (`group_commit`); PostgreSQL runs them
+    /// side by side at read committed.
     pub fn transaction<R>(&self, f: impl FnOnce(&mut dyn Sql) -> Result<R, CatalogError>) -> Result<R, CatalogError> {
         match self {
-            Db::Sqlite(conn) => {
-                let mut conn = lock(conn);
-                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-                let out = f(&mut SqliteSql(&tx))?;
-                tx.commit()?;
-                Ok(out)
-            }
+            Db::Sqlite(sqlite) => sqlite.transaction(f),
             Db::Postgres(session) => lock(session).transaction(f),
         }
     }
@@ -191,8 +198,8 @@ impl Db {
     /// SQLite: empties the write-ahead log into the database file, so what
     /// was overwritten leaves the log too. PostgreSQL: nothing.
     pub fn truncate_log(&self) -> Result<(), CatalogError> {
-        if let Db::Sqlite(conn) = self {
-            lock(conn).query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        if let Db::Sqlite(sqlite) = self {
+            sqlite.alone(|conn| Ok(conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?))?;
         }
         Ok(())
     }
@@ -222,6 +229,8 @@ pub fn open_sqlite(path: &std::path::Path, migrations: &[Migration]) -> Result<D
     conn.pragma_update(None, "foreign_keys", "ON")?;
     // What is deleted or overwritten is zeroed, not left in free pages.
     conn.pragma_update(None, "secure_delete", "ON")?;
+    // Every statement the catalog runs stays prepared (16 by default: they were prepared again and again).
+    conn.set_prepared_statement_cache_capacity(256);
     let version = |conn: &rusqlite::Connection| conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
     if version(&conn)? as usize != migrations.len() {
         // One process at a time: two opening a new catalog at once would both
@@ -237,7 +246,7 @@ pub fn open_sqlite(path: &std::path::Path, migrations: &[Migration]) -> Result<D
         tx.pragma_update(None, "user_version", migrations.len() as i64)?;
         tx.commit()?;
     }
-    Ok(Db::Sqlite(Mutex::new(conn)))
+    Ok(Db::Sqlite(super::group_commit::Sqlite::new(conn)))
 }
 
 /// A catalog a newer weir has migrated: this one must not write to it.
@@ -256,7 +265,7 @@ pub struct Migration {
     pub postgres: &'static str,
 }
 
-struct SqliteSql<'a>(&'a rusqlite::Connection);
+pub(super) struct SqliteSql<'a>(pub(super) &'a rusqlite::Connection);
 
 impl rusqlite::ToSql for Value {
     fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {

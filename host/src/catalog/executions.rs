@@ -7,7 +7,8 @@ use super::{Catalog, CatalogError, Execution, PartitionRange, Timings};
 impl Catalog {
     /// Completes an execution's timings once its commit has been timed too.
     pub fn set_timings(&self, execution: i64, timings: &Timings) -> Result<(), CatalogError> {
-        self.db.run(|sql| {
+        // Bookkeeping: a power loss may take it, and the execution stays.
+        self.db.run_unsynced(|sql| {
             sql.execute(
                 "UPDATE executions SET timings = ?1 WHERE id = ?2",
                 args![serde_json::to_string(timings).expect("json"), execution],
