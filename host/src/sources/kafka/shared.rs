@@ -43,9 +43,39 @@ pub struct Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        if let (Some(consumer), Some(close)) = (self.consumer.take(), self.close.take()) {
-            // Without its task (the runtime is shutting down) it closes here.
-            let _ = close.send(consumer);
+        if let (Some(consumer), Some(close)) = (self.consumer.take(), self.close.take())
+            && let Err(consumer) = close.send(consumer)
+        {
+            // Without its task (the runtime is shutting down) it closes on its own.
+            close_apart(consumer);
+        }
+    }
+}
+
+/// Closes a consumer (drops it) on a thread of its own, which says when it
+/// is done. Closing waits for the group, and may wait for good (librdkafka
+/// #4884): on a thread of its own it holds up neither the runtime's threads
+/// nor the end of the process.
+fn close_apart(consumer: Arc<GroupConsumer>) -> oneshot::Receiver<()> {
+    let (done, closed) = oneshot::channel();
+    let closing = std::thread::Builder::new().name("weir-close".into()).spawn(move || {
+        drop(consumer);
+        let _ = done.send(());
+    });
+    if let Err(e) = closing {
+        tracing::error!(error = %e, "no thread to close a Kafka consumer on: it stays open until the node stops");
+    }
+    closed
+}
+
+/// The consumer [`serve`] owns: closed apart however the task ends, also
+/// when the runtime drops it mid-way.
+struct Owned(Option<Arc<GroupConsumer>>);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if let Some(consumer) = self.0.take() {
+            close_apart(consumer);
         }
     }
 }
@@ -197,15 +227,17 @@ const PROBE_EVERY: Duration = Duration::from_secs(1);
 /// worker. While every broker is unreachable it asks for metadata until one
 /// answers, and tells the workers: librdkafka reports that every broker is
 /// down, but not that one is back. Once its last worker is gone, it closes
-/// the consumer (off the runtime's threads: closing waits for the group).
+/// the consumer ([`close_apart`]: closing waits for the group).
 async fn serve(
     consumer: Arc<GroupConsumer>,
     mut closing: oneshot::Receiver<Arc<GroupConsumer>>,
     open: Arc<AtomicUsize>,
 ) {
-    let handed = serve_queue(&consumer, &mut closing).await;
-    let closed = tokio::task::spawn_blocking(move || drop((consumer, handed))).await;
-    if closed.is_err_and(|e| e.is_panic()) {
+    let mut owned = Owned(Some(consumer));
+    let handed = serve_queue(owned.0.as_ref().expect("owned until the end"), &mut closing).await;
+    drop(handed);
+    let closed = close_apart(owned.0.take().expect("owned until the end"));
+    if closed.await.is_err() {
         tracing::error!("closing a Kafka consumer panicked");
     }
     open.fetch_sub(1, Ordering::SeqCst);
