@@ -236,17 +236,24 @@ pub async fn refresh_lag(app: Arc<App>) {
             for (publisher, topic, marks) in task_app.supervisor.node().sources.kafka.watermarks() {
                 by_topic.entry((publisher, topic)).or_default().push(marks);
             }
-            by_topic
-                .into_iter()
-                .flat_map(|((publisher, topic), marks)| {
-                    let committed = task_app.catalog.offsets(&publisher, &topic).unwrap_or_default();
-                    lags(&marks, &committed).into_iter().map(move |p| (publisher.clone(), p.partition, p.lag))
-                })
-                .collect::<Vec<_>>()
+            // One look at the catalog for all of them (not one per publisher each round).
+            let mut offsets = task_app.catalog.all_offsets()?;
+            Ok::<_, crate::catalog::CatalogError>(
+                by_topic
+                    .into_iter()
+                    .flat_map(|(key, marks)| {
+                        let committed = offsets.remove(&key).unwrap_or_default();
+                        let publisher = key.0;
+                        lags(&marks, &committed).into_iter().map(move |p| (publisher.clone(), p.partition, p.lag))
+                    })
+                    .collect::<Vec<_>>(),
+            )
         })
         .await;
-        if let Ok(measured) = measured {
-            app.supervisor.set_lags(&measured);
+        match measured {
+            Ok(Ok(measured)) => app.supervisor.set_lags(&measured),
+            Ok(Err(e)) => tracing::warn!(error = %e, "reading the offsets for the lag (retried at the next round)"),
+            Err(_) => {}
         }
     }
 }
