@@ -2,17 +2,23 @@
 //! For each count (default 10 and 100; `-- --publishers 10,100,1000`), a fresh
 //! node registers that many publishers in tenants of 10 (a tenant's collection
 //! and its connection, which its publishers share: one consumer on the node),
-//! each reading its own 1-partition topic on the embedded broker (the
-//! passthrough plugin, JSON values). Printed: registration time; then, idle,
+//! each reading its own topic on the embedded broker (JSON
+//! values; the passthrough plugin, in Rust, Python and JavaScript by turns
+//! of tenant: each language's build compiled once). Printed: registration time; then, idle,
 //! RSS and threads above an empty node and per publisher, the threads by what
 //! owns them, and the CPU the node uses doing nothing; then the time from
-//! sending one message to each topic (1 s time rollover) until every
-//! publisher has committed it; then the time from starting the node again on
-//! its data until every publisher holds its partition again. Beside it,
+//! sending one message to each topic (1 s time rollover) until half of the
+//! publishers, and until every one, has committed it; then the time from starting the node again on
+//! its data until every publisher holds its partition again. Before the
+//! restart, the first 10 publishers (their topics of 4 partitions) read a
+//! backlog of 120,000 messages each while the others stay idle: their rate beside the idle ones, against the
+//! 10-publisher run's (`--publishers 10,…`). Beside it,
 //! librdkafka's share: as many idle consumers with the workers' settings in
 //! one process, one per publisher as before the consumers were shared.
 //!
-//! `cargo bench -p weir --bench density [-- --publishers 10,100]`
+//! `cargo bench -p weir --bench density [-- --publishers 10,100] [--settings fetch.wait.max.ms=500,…]`
+//! [--without-alone] (`--settings`: consumer settings on every connection, over the node's
+//! defaults; `--without-alone`: leave out librdkafka's share)
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -28,6 +34,11 @@ use common::serve::Server;
 /// How long the node is watched doing nothing.
 const IDLE: Duration = Duration::from_secs(20);
 const TENANT: usize = 10;
+/// The busy publishers: the first tenant's (one consumer), and what each reads,
+/// spread over its topic's partitions (the embedded broker keeps 5 MB a partition).
+const BUSY: usize = 10;
+const BUSY_MESSAGES: usize = 120_000;
+const BUSY_PARTITIONS: i32 = 4;
 
 /// A process as `/proc` shows it at one moment.
 struct Sample {
@@ -46,26 +57,76 @@ fn sample(pid: u32) -> Sample {
     let mut owners = BTreeMap::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
         let Ok(name) = std::fs::read_to_string(task.path().join("comm")) else { continue };
-        let name: String = name.trim().trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '#').into();
-        *owners.entry(name).or_default() += 1;
+        *owners.entry(owner(&name)).or_default() += 1;
     }
     Sample { rss_mb: field("VmRSS:") / 1024.0, threads: field("Threads:") as usize, owners }
 }
 
-/// The share of a core `pid` used over `IDLE`, and what it looked like at the end.
-fn idle(pid: u32) -> (f64, Sample) {
+/// A thread's name without its number, as in `Sample::owners`.
+fn owner(comm: &str) -> String {
+    comm.trim().trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '#').into()
+}
+
+/// Run time so far of each of `pid`'s threads, by thread id, with its owner.
+fn thread_cpu(pid: u32) -> BTreeMap<String, (String, Duration)> {
+    let mut threads = BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let tid = task.file_name().to_string_lossy().into_owned();
+        let (Ok(comm), Some(used)) = (
+            std::fs::read_to_string(task.path().join("comm")),
+            tid.parse().ok().and_then(|t| common::run_time_of_thread(pid, t)),
+        ) else {
+            continue;
+        };
+        threads.insert(tid, (owner(&comm), used));
+    }
+    threads
+}
+
+/// The share of a core `pid` used over `IDLE`, the same by thread owner
+/// (each thread's run time, looked at every second: a thread that ends takes
+/// its last second with it),
+/// how many threads ended meanwhile, and what it looked like at the end.
+fn idle(pid: u32) -> (f64, BTreeMap<String, f64>, usize, Sample) {
     let before = common::cpu_of(pid).unwrap();
-    std::thread::sleep(IDLE);
+    let mut threads = thread_cpu(pid);
+    let (mut by_owner, mut ended) = (BTreeMap::new(), 0);
+    let started = Instant::now();
+    while started.elapsed() < IDLE {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = thread_cpu(pid);
+        ended += threads.keys().filter(|tid| !now.contains_key(*tid)).count();
+        for (tid, (owner, used)) in &now {
+            let then = threads.get(tid).map_or(Duration::ZERO, |(_, then)| *then);
+            *by_owner.entry(owner.clone()).or_default() += used.saturating_sub(then).as_secs_f64();
+        }
+        threads = now;
+    }
+    let took = started.elapsed().as_secs_f64();
     let used = common::cpu_of(pid).unwrap() - before;
-    (used.as_secs_f64() / IDLE.as_secs_f64(), sample(pid))
+    by_owner.values_mut().for_each(|cpu| *cpu /= took);
+    (used.as_secs_f64() / took, by_owner, ended, sample(pid))
 }
 
 struct Run {
     publishers: usize,
     register_s: f64,
     idle_cores: f64,
+    /// The same by thread owner.
+    idle_by_owner: BTreeMap<String, f64>,
+    /// Threads that ended while the node was idle.
+    idle_ended: usize,
+    /// What this process (the embedded broker, serving the idle consumers) used meanwhile.
+    broker_idle_cores: f64,
     sample: Sample,
+    /// From sending a message to each publisher until the last has committed it.
     first_commit_s: f64,
+    /// ...until half of them have.
+    median_commit_s: f64,
+    /// Where the commits' time went.
+    phases: Phases,
+    /// Messages a second the busy publishers read and committed, the others idle.
+    busy_rate: f64,
     /// From starting the node again on its data until every publisher holds its partition again.
     restart_s: f64,
 }
@@ -80,42 +141,146 @@ fn holding(server: &Server) -> usize {
         .count()
 }
 
-fn versions(server: &Server, token: &str, table: &str) -> usize {
-    let path = format!("/v1/collections/events/tables/{table}/versions");
+/// Publishers (`p<i>`) that have committed a batch, as one `/metrics` answer says.
+fn committed(server: &Server) -> Vec<usize> {
+    let metrics = server.text("/metrics", common::serve::ADMIN);
+    many::series(&metrics, "weir_batches_committed_total", &[])
+        .iter()
+        .filter(|(_, n)| *n > 0.0)
+        .filter_map(|(labels, _)| {
+            let name = labels.split("publisher=\"p").nth(1)?;
+            name.split('"').next()?.parse().ok()
+        })
+        .collect()
+}
+
+/// Where the time of the batches of one message each went, over all publishers:
+/// from sending to the batch's closing, then each phase of its processing, in
+/// seconds, the mean and the largest.
+#[derive(Default)]
+struct Phases(BTreeMap<&'static str, (f64, f64)>);
+
+/// The phases of publisher `p<i>`'s committed executions, from its executions' record.
+fn phases(server: &Server, tokens: &[(String, String)], publishers: usize, sent_at_ms: i64) -> Phases {
+    let mut seen: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+    for i in 0..publishers {
+        let path = format!("/v1/collections/events/publishers/p{i}/executions");
+        let (status, executions) = server.http("GET", &path, Some(&tokens[i / TENANT].0), None);
+        assert_eq!(status, 200, "{executions}");
+        for e in executions.as_array().unwrap().iter().filter(|e| e["status"] == "committed") {
+            let t = &e["timings_ms"];
+            let closed = (e["started_at_ms"].as_i64().unwrap() - sent_at_ms) as f64;
+            for (phase, ms) in [
+                ("closed", closed),
+                ("decode", t["decode"].as_f64().unwrap_or(0.0)),
+                ("publish", t["publish"].as_f64().unwrap_or(0.0)),
+                ("plugin cpu", t["plugin_cpu"].as_f64().unwrap_or(0.0)),
+                ("write", t["write"].as_f64().unwrap_or(0.0)),
+                ("commit", t["commit"].as_f64().unwrap_or(0.0)),
+                ("log", t["log"].as_f64().unwrap_or(0.0)),
+            ] {
+                seen.entry(phase).or_default().push(ms / 1e3);
+            }
+        }
+    }
+    Phases(
+        seen.into_iter()
+            .map(|(phase, s)| (phase, (s.iter().sum::<f64>() / s.len() as f64, s.iter().copied().fold(0.0, f64::max))))
+            .collect(),
+    )
+}
+
+/// Rows in every version of table `t<i>`.
+fn rows(server: &Server, token: &str, i: usize) -> u64 {
+    let path = format!("/v1/collections/events/tables/t{i}/versions");
     match server.http("GET", &path, Some(token), None) {
-        (200, Value::Array(versions)) => versions.len(),
+        (200, Value::Array(versions)) => versions.iter().filter_map(|v| v["rows"].as_u64()).sum(),
         _ => 0,
     }
 }
 
-fn run(publishers: usize) -> Run {
+/// The rate the first `busy` publishers (the first tenant's, on one
+/// consumer) read and commit a backlog at, whatever the others do: paused,
+/// [`BUSY_MESSAGES`] produced to each one's topic, resumed; messages a second
+/// from the resume until the last is committed.
+fn busy_rate(server: &Server, broker: &weir::embedded::broker::EmbeddedBroker, token: &str, busy: usize) -> f64 {
+    let publisher = |i: usize, action: &str| {
+        let path = format!("/v1/collections/events/publishers/p{i}/{action}");
+        let (status, answer) = server.http("POST", &path, Some(token), None);
+        assert!(status < 300, "{action} p{i}: {answer}");
+    };
+    let before: Vec<u64> = (0..busy).map(|i| rows(server, token, i)).collect();
+    (0..busy).for_each(|i| publisher(i, "pause"));
+    let producer = common::stream::producer(broker.bootstrap_servers());
+    let values = common::stream::clicks(0, BUSY_MESSAGES);
+    common::block_on(async {
+        for i in 0..busy {
+            let topic = format!("t{i}");
+            // Round the partitions: none may outgrow what the embedded broker keeps.
+            let sends = values.iter().enumerate().map(|(n, value)| {
+                let partition = n as i32 % BUSY_PARTITIONS;
+                let record =
+                    rdkafka::producer::FutureRecord::<(), _>::to(&topic).payload(value.as_str()).partition(partition);
+                producer.send(record, Duration::from_secs(60))
+            });
+            for sent in futures::future::join_all(sends).await {
+                sent.map_err(|(e, _)| e).expect("acknowledged");
+            }
+        }
+    });
+    let started = Instant::now();
+    eprintln!("density: {busy} busy publishers resume");
+    (0..busy).for_each(|i| publisher(i, "resume"));
+    let deadline = Instant::now() + Duration::from_secs(600);
+    for i in 0..busy {
+        while rows(server, token, i) < before[i] + BUSY_MESSAGES as u64 {
+            assert!(Instant::now() < deadline, "p{i} committed {} rows in 600 s", rows(server, token, i));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    (busy * BUSY_MESSAGES) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The benchmark's connection: the node's default consumer settings, with
+/// `settings` over them (`--settings key=value,…`).
+fn connection(bootstrap: &str, settings: &[(String, String)]) -> Value {
+    let settings: serde_json::Map<String, Value> =
+        settings.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+    json!({"bootstrap_servers": bootstrap, "client_settings": settings})
+}
+
+fn run(publishers: usize, settings: &[(String, String)]) -> Run {
     let broker = common::serve::broker();
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"));
-    let connection = many::connection(broker.bootstrap_servers());
-    let plugin = common::guest("passthrough");
+    let connection = connection(broker.bootstrap_servers(), settings);
+    // The tenants' plugins: the passthrough in Rust, Python and JavaScript in turn.
+    let plugins = [common::guest("passthrough"), common::python_guest("passthrough"), common::js_guest("passthrough")];
     let started = Instant::now();
     let mut tokens = Vec::new();
     for i in 0..publishers {
         if i % TENANT == 0 {
             let token = server.tenant(&format!("tenant-{}", i / TENANT), json!({}));
             many::collection(&server, &token, "events", &connection);
-            let sha = many::plugin(&server, &token, &plugin);
+            let sha = many::plugin(&server, &token, &plugins[(i / TENANT) % plugins.len()]);
             tokens.push((token, sha));
         }
-        broker.create_topic(&format!("t{i}"), 1).unwrap();
+        broker.create_topic(&format!("t{i}"), if i < BUSY { BUSY_PARTITIONS } else { 1 }).unwrap();
         let (token, sha) = tokens.last().unwrap();
         many::register(&server, token, "events", i, sha);
     }
     let register_s = started.elapsed().as_secs_f64();
     // Every group joined and settled before the node is watched.
     std::thread::sleep(Duration::from_secs(10));
-    let (idle_cores, sample) = idle(server.pid());
+    let broker_before = common::cpu_of(std::process::id()).unwrap();
+    let (idle_cores, idle_by_owner, idle_ended, sample) = idle(server.pid());
+    let broker_idle_cores =
+        (common::cpu_of(std::process::id()).unwrap() - broker_before).as_secs_f64() / IDLE.as_secs_f64();
 
     // One message to each topic, all sent at once by one producer; the clock starts as they are sent.
     let producer = common::stream::producer(broker.bootstrap_servers());
     let values = common::stream::clicks(0, publishers);
-    let started = Instant::now();
+    let (started, sent_at_ms) = (Instant::now(), weir::catalog::now_ms());
     common::block_on(async {
         let sends = (0..publishers).map(|i| {
             let topic = format!("t{i}");
@@ -128,14 +293,25 @@ fn run(publishers: usize) -> Run {
         });
         futures::future::join_all(sends).await;
     });
-    let mut waiting: Vec<usize> = (0..publishers).collect();
+    // Each publisher's time to commit, from one `/metrics` answer every 50 ms (not a request per table,
+    // which would load the node being measured).
+    let mut taken: Vec<Option<f64>> = vec![None; publishers];
     let deadline = Instant::now() + Duration::from_secs(300);
-    while !waiting.is_empty() {
-        waiting.retain(|&i| versions(&server, &tokens[i / TENANT].0, &format!("t{i}")) == 0);
-        assert!(Instant::now() < deadline, "{} publishers committed nothing in 300 s", waiting.len());
-        std::thread::sleep(Duration::from_millis(100));
+    while taken.iter().any(Option::is_none) {
+        let now = started.elapsed().as_secs_f64();
+        for i in committed(&server) {
+            taken[i].get_or_insert(now);
+        }
+        let waiting = taken.iter().filter(|t| t.is_none()).count();
+        assert!(Instant::now() < deadline, "{waiting} publishers committed nothing in 300 s");
+        std::thread::sleep(Duration::from_millis(50));
     }
-    let first_commit_s = started.elapsed().as_secs_f64();
+    let phases = phases(&server, &tokens, publishers, sent_at_ms);
+    let mut taken: Vec<f64> = taken.into_iter().flatten().collect();
+    taken.sort_by(f64::total_cmp);
+    let (median_commit_s, first_commit_s) = (taken[taken.len() / 2], taken[taken.len() - 1]);
+
+    let busy_rate = busy_rate(&server, &broker, &tokens[0].0, publishers.min(BUSY));
 
     // A restart on the same data: compiled plugins come from the artifact cache.
     let data = server.data_dir.clone();
@@ -153,7 +329,20 @@ fn run(publishers: usize) -> Run {
         std::thread::sleep(Duration::from_millis(200));
     }
     let restart_s = started.elapsed().as_secs_f64();
-    Run { publishers, register_s, idle_cores, sample, first_commit_s, restart_s }
+    Run {
+        publishers,
+        register_s,
+        idle_cores,
+        idle_by_owner,
+        idle_ended,
+        broker_idle_cores,
+        sample,
+        first_commit_s,
+        median_commit_s,
+        phases,
+        busy_rate,
+        restart_s,
+    }
 }
 
 /// The share that is librdkafka's: `n` consumers with the settings weir's
@@ -177,7 +366,6 @@ fn librdkafka_alone(n: usize) -> (f64, f64, f64) {
                 .set("bootstrap.servers", &broker.address)
                 .set("group.id", format!("alone-{i}"))
                 .set("enable.auto.commit", "false")
-                .set("heartbeat.interval.ms", "500")
                 .create()
                 .unwrap();
             consumer.subscribe(&[&format!("alone-{i}")]).unwrap();
@@ -198,7 +386,7 @@ fn librdkafka_alone(n: usize) -> (f64, f64, f64) {
     };
     // Tansu lets a group join after about half the session timeout.
     std::thread::sleep(Duration::from_secs(10));
-    let (cores, after) = idle(pid);
+    let (cores, _, _, after) = idle(pid);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     polling.join().unwrap();
     let n = n as f64;
@@ -214,22 +402,34 @@ fn main() {
         let dir = tempfile::tempdir().unwrap();
         let server = Server::start(&dir.path().join("data"));
         std::thread::sleep(Duration::from_secs(3));
-        let (cores, sample) = idle(server.pid());
+        let (cores, _, _, sample) = idle(server.pid());
         println!(
             "\ndensity: an empty weir serve node holds {:.0} MB RSS and {} threads, and uses {:.3} of a core idle",
             sample.rss_mb, sample.threads, cores
         );
         sample
     };
-    let alone: Vec<(usize, (f64, f64, f64))> = counts.iter().map(|&n| (n, librdkafka_alone(n))).collect();
-    let runs: Vec<Run> = counts.iter().map(|&n| run(n)).collect();
+    let alone: Vec<(usize, (f64, f64, f64))> = if std::env::args().any(|a| a == "--without-alone") {
+        Vec::new()
+    } else {
+        counts.iter().map(|&n| (n, librdkafka_alone(n))).collect()
+    };
+    let settings: Vec<(String, String)> = std::env::args()
+        .skip_while(|a| a != "--settings")
+        .nth(1)
+        .map(|list| {
+            let pair = |kv: &str| kv.split_once('=').map(|(k, v)| (k.into(), v.into()));
+            list.split(',').map(|kv| pair(kv).expect("--settings takes key=value,…")).collect()
+        })
+        .unwrap_or_default();
+    let runs: Vec<Run> = counts.iter().map(|&n| run(n, &settings)).collect();
     println!(
-        "publishers in tenants of {TENANT} (one connection and consumer each), each its own 1-partition topic on the embedded broker; idle over {} s after registration; {} cores",
+        "publishers in tenants of {TENANT} (one connection and consumer each; Rust, Python and JavaScript plugins by turns), each its own 1-partition topic on the embedded broker; idle over {} s after registration; {} cores",
         IDLE.as_secs(),
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!(
-        "{:>10} {:>11} {:>8} {:>12} {:>8} {:>12} {:>11} {:>15} {:>10}",
+        "{:>10} {:>11} {:>8} {:>12} {:>8} {:>12} {:>11} {:>13} {:>13} {:>10}",
         "publishers",
         "register s",
         "RSS MB",
@@ -237,13 +437,14 @@ fn main() {
         "threads",
         "threads/pub",
         "idle cores",
-        "first commit s",
+        "commit p50 s",
+        "commit all s",
         "restart s"
     );
     for r in &runs {
         let n = r.publishers as f64;
         println!(
-            "{:>10} {:>11.1} {:>8.0} {:>12.2} {:>8} {:>12.2} {:>11.3} {:>15.1} {:>10.1}",
+            "{:>10} {:>11.1} {:>8.0} {:>12.2} {:>8} {:>12.2} {:>11.3} {:>13.2} {:>13.2} {:>10.1}",
             r.publishers,
             r.register_s,
             r.sample.rss_mb,
@@ -251,6 +452,7 @@ fn main() {
             r.sample.threads,
             (r.sample.threads as f64 - empty.threads as f64) / n,
             r.idle_cores,
+            r.median_commit_s,
             r.first_commit_s,
             r.restart_s
         );
@@ -258,6 +460,51 @@ fn main() {
     for (n, (mb, threads, cores)) in &alone {
         println!(
             "librdkafka alone, {n} idle consumers in one process (one group and topic each, on Tansu): {mb:.2} MB and {threads:.2} threads a consumer, {cores:.3} of a core"
+        );
+    }
+    let alone = runs.iter().find(|r| r.publishers == BUSY).map(|r| r.busy_rate);
+    for r in &runs {
+        println!(
+            "{BUSY} busy publishers ({BUSY_MESSAGES} messages each over {BUSY_PARTITIONS} partitions, one consumer) beside {} idle: {:.0} messages/s{}",
+            r.publishers - BUSY.min(r.publishers),
+            r.busy_rate,
+            alone.map_or(String::new(), |alone| format!(", {:.2} of their rate alone", r.busy_rate / alone))
+        );
+    }
+    for r in &runs {
+        println!(
+            "{} publishers idle: the embedded broker serving their consumers used {:.3} of a core meanwhile",
+            r.publishers, r.broker_idle_cores
+        );
+    }
+    for r in &runs {
+        let phase = |name: &str| r.phases.0.get(name).copied().unwrap_or_default();
+        let (closed, decode, publish, cpu, write, commit, log) = (
+            phase("closed"),
+            phase("decode"),
+            phase("publish"),
+            phase("plugin cpu"),
+            phase("write"),
+            phase("commit"),
+            phase("log"),
+        );
+        println!(
+            "{} publishers, a message each: batches closed {:.2} s after sending (last {:.2}); then, mean (largest) seconds: decode {:.3} ({:.3}), publish {:.3} ({:.3}; the plugin's CPU {:.3} ({:.3}), writing the file {:.3} ({:.3})), commit {:.3} ({:.3}), Delta log {:.3} ({:.3})",
+            r.publishers,
+            closed.0,
+            closed.1,
+            decode.0,
+            decode.1,
+            publish.0,
+            publish.1,
+            cpu.0,
+            cpu.1,
+            write.0,
+            write.1,
+            commit.0,
+            commit.1,
+            log.0,
+            log.1
         );
     }
     if let Some(last) = runs.last() {
@@ -271,6 +518,18 @@ fn main() {
             })
             .collect();
         println!("threads of the {}-publisher node by name: {}", last.publishers, owners.join(", "));
+        let cpu: Vec<String> = last
+            .idle_by_owner
+            .iter()
+            .filter(|(_, cores)| **cores >= 0.0005)
+            .map(|(name, cores)| format!("{name} {cores:.3}"))
+            .collect();
+        println!(
+            "idle cores of the {}-publisher node by thread name: {} ({} threads ended meanwhile)",
+            last.publishers,
+            cpu.join(", "),
+            last.idle_ended
+        );
     }
     println!(
         "(targets, issue 44: ≤ 1 MB RSS a publisher, ≤ 0.05 core idle for 1,000, a thread count that does not grow with publishers)"

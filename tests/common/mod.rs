@@ -42,6 +42,14 @@ pub fn cpu_of(pid: u32) -> Option<std::time::Duration> {
     Some(std::time::Duration::from_micros(ticks * 1_000_000 / per_s))
 }
 
+/// Time thread `tid` of process `pid` has run so far, as the scheduler
+/// counts it (to the nanosecond: `/proc/…/stat` counts whole clock ticks,
+/// which a thread that runs for microseconds at a time rarely gets charged).
+pub fn run_time_of_thread(pid: u32, tid: u32) -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    Some(std::time::Duration::from_nanos(stat.split_whitespace().next()?.parse().ok()?))
+}
+
 /// Waits until something accepts connections at `address`.
 pub fn wait_for_listener(address: &str) {
     let started = std::time::Instant::now();
