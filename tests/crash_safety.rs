@@ -197,11 +197,7 @@ async fn killed_over_and_over(encoding: Encoding) {
     assert_eq!(read["latest"], latest, "the log has every version the catalog committed");
     let mut ids = ids;
     ids.sort();
-    for reader in ["duckdb", "polars", "deltalake"] {
-        let seen = &read["versions"][latest.to_string()][reader]["keys"];
-        let seen: Vec<String> = seen.as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
-        assert_eq!(seen, ids, "{reader} reads every committed row once");
-    }
+    every_reader_reads(&read, latest, &ids);
 }
 
 /// Killed between the catalog's commit and the Delta log's, with another
@@ -210,11 +206,7 @@ async fn killed_over_and_over(encoding: Encoding) {
 /// every event once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_between_the_catalog_and_the_log_with_another_writers_commit_before_the_restart() {
-    let h = Harness::new(3);
-    let encoding = Encoding::json();
-    std::fs::write(h.dir.path().join("publisher.toml"), encoding.declaration()).unwrap();
-    std::fs::write(h.dir.path().join("clicks.json"), CLICKS_SCHEMA).unwrap();
-    let root = h.dir.path().join(weir::tables::delta::table_dir("events", "clicks"));
+    let (h, encoding, root) = json_publisher();
     let values = |from: usize| -> Vec<Vec<u8>> { clicks(from, 120).into_iter().map(String::into_bytes).collect() };
     let run_until = |rows: usize| {
         let mut child = spawn(&h, &encoding, None);
@@ -251,11 +243,7 @@ async fn killed_between_the_catalog_and_the_log_with_another_writers_commit_befo
     let read = delta_py(&["read", root.to_str().unwrap(), "--key", "event_id", "--versions", &latest.to_string()]);
     let mut ids = ids;
     ids.sort();
-    for reader in ["duckdb", "polars", "deltalake"] {
-        let seen = &read["versions"][latest.to_string()][reader]["keys"];
-        let seen: Vec<String> = seen.as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
-        assert_eq!(seen, ids, "{reader} reads every event once");
-    }
+    every_reader_reads(&read, latest, &ids);
 }
 
 /// Killed after the Delta log took a version and before the catalog noted
@@ -263,11 +251,7 @@ async fn killed_between_the_catalog_and_the_log_with_another_writers_commit_befo
 /// every reader sees every event once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_between_the_logs_commit_and_the_catalogs_note_of_it() {
-    let h = Harness::new(3);
-    let encoding = Encoding::json();
-    std::fs::write(h.dir.path().join("publisher.toml"), encoding.declaration()).unwrap();
-    std::fs::write(h.dir.path().join("clicks.json"), CLICKS_SCHEMA).unwrap();
-    let root = h.dir.path().join(weir::tables::delta::table_dir("events", "clicks"));
+    let (h, encoding, root) = json_publisher();
     let values: Vec<Vec<u8>> = clicks(0, 120).into_iter().map(String::into_bytes).collect();
     produce_bytes(h.broker.bootstrap_servers(), "clicks", &values).await;
     let mut child = spawn(&h, &encoding, Some("after-delta-commit"));
@@ -298,10 +282,27 @@ async fn killed_between_the_logs_commit_and_the_catalogs_note_of_it() {
     let mut ids = h.committed_event_ids();
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 240, "every event committed once");
     ids.sort();
+    every_reader_reads(&read, latest, &ids);
+}
+
+/// A harness with the JSON publisher's declaration and schema in place, and
+/// where its table is.
+fn json_publisher() -> (Harness, Encoding, std::path::PathBuf) {
+    let h = Harness::new(3);
+    let encoding = Encoding::json();
+    std::fs::write(h.dir.path().join("publisher.toml"), encoding.declaration()).unwrap();
+    std::fs::write(h.dir.path().join("clicks.json"), CLICKS_SCHEMA).unwrap();
+    let root = h.dir.path().join(weir::tables::delta::table_dir("events", "clicks"));
+    (h, encoding, root)
+}
+
+/// Each engine of `delta_py read` read the table at `version` as exactly
+/// the keys `ids` (sorted), each once.
+fn every_reader_reads(read: &serde_json::Value, version: i64, ids: &[String]) {
     for reader in ["duckdb", "polars", "deltalake"] {
-        let seen = &read["versions"][latest.to_string()][reader]["keys"];
+        let seen = &read["versions"][version.to_string()][reader]["keys"];
         let seen: Vec<String> = seen.as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
-        assert_eq!(seen, ids, "{reader} reads every event once");
+        assert_eq!(seen, ids, "{reader} reads every committed row once");
     }
 }
 
