@@ -323,6 +323,14 @@ impl GroupContext {
                 members[topic].forwarding.forward(consumer.client().native_ptr(), topic, &partitions);
             }
         };
+        // Each worker hears of its partitions before any of their messages can reach it:
+        // where they start (a partition new to the publisher skips what precedes
+        // `kafka.start_from`'s time) must be known when the first is taken.
+        for (topic, offsets) in &assigned {
+            let member = members.get_mut(topic).expect("looked up above");
+            member.assigned.extend(offsets.keys());
+            let _ = member.events.send(Assignment::Assigned(offsets.clone()));
+        }
         forward(&members);
         let result = if cooperative {
             consumer.incremental_assign(&take)
@@ -333,11 +341,6 @@ impl GroupContext {
         match result {
             Ok(()) => forward(&members),
             Err(e) => tracing::error!(group = %self.label, error = %e, "assigning partitions failed"),
-        }
-        for (topic, offsets) in assigned {
-            let member = members.get_mut(&topic).expect("looked up above");
-            member.assigned.extend(offsets.keys());
-            let _ = member.events.send(Assignment::Assigned(offsets));
         }
     }
 

@@ -187,6 +187,10 @@ impl Source for TopicSource {
 
     fn take(&mut self) -> Option<anyhow::Result<RawMessage>> {
         loop {
+            // A change of assignment first: the messages after it may be of partitions it brings.
+            if !self.membership.events.is_empty() {
+                return None;
+            }
             let taken = match self.from {
                 From::Stray => self.stray.pop_front().map(Ok),
                 From::Queue => {
