@@ -343,6 +343,58 @@ async fn the_worker_resumes_by_itself_when_the_broker_comes_back() {
     assert_exactly_once(&h, 10);
 }
 
+/// The source itself, step by step: messages announced, then a change (here the
+/// broker going away) comes before they are taken. The change is handed over
+/// first, and the messages still waiting are announced again after it (they
+/// were stranded: librdkafka announces a queue only when it fills from empty).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_announced_before_a_change_of_the_source_are_taken_after_it() {
+    use weir::sources::{Ready, SourceEvent};
+    let h = Harness::new(1);
+    let publisher = h.publisher("read-clicks", json!({}), None);
+    let mut source = weir::sources::open(&publisher, h.catalog.clone(), &h.sources, None).unwrap().source;
+    let within = |what: &'static str| move |e| panic!("{what} within 30 s: {e}");
+    let mut next = async |source: &mut Box<dyn weir::sources::Source>| {
+        tokio::time::timeout(Duration::from_secs(30), source.ready()).await
+    };
+    loop {
+        let ready = next(&mut source).await.unwrap_or_else(within("the assignment"));
+        if let Ready::Event(SourceEvent::Assigned(_)) = ready {
+            break;
+        }
+    }
+    let mut taken = 0;
+    h.produce("clicks", &clicks(0, 5)).await;
+    while taken < 5 {
+        if let Ready::Messages = next(&mut source).await.unwrap_or_else(within("the first messages")) {
+            while let Some(m) = source.take() {
+                m.unwrap();
+                taken += 1;
+            }
+        }
+    }
+    h.produce("clicks", &clicks(5, 5)).await;
+    let Ready::Messages = next(&mut source).await.unwrap_or_else(within("the next messages")) else {
+        panic!("nothing but messages happened")
+    };
+    h.broker.broker_down(1).unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(source.take().is_none(), "the unreachable broker is reported before the messages are taken");
+    let Ready::Event(SourceEvent::Unreachable(_)) = next(&mut source).await.unwrap() else {
+        panic!("the change is handed over first")
+    };
+    h.broker.broker_up(1).unwrap();
+    while taken < 10 {
+        if let Ready::Messages = next(&mut source).await.unwrap_or_else(within("the waiting messages")) {
+            while let Some(m) = source.take() {
+                m.unwrap();
+                taken += 1;
+            }
+        }
+    }
+    assert_eq!(taken, 10);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarting_resumes_from_the_catalog_without_loss_or_duplicates() {
     let h = Harness::new(3);

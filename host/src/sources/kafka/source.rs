@@ -189,6 +189,8 @@ impl Source for TopicSource {
         loop {
             // A change of assignment first: the messages after it may be of partitions it brings.
             if !self.membership.events.is_empty() {
+                // Whatever `ready` saw is still there: look again after the change.
+                self.dry = false;
                 return None;
             }
             let taken = match self.from {
