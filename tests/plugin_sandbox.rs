@@ -63,6 +63,43 @@ fn infinite_loop_hits_the_cpu_deadline_in_every_language() {
     }
 }
 
+/// The deadline is the CPU the plugin used, not the time it waited for a core:
+/// four endless calls sharing one core each run for their whole deadline
+/// before they are stopped (on the clock, each was stopped after about a
+/// quarter of it: on a busy node, a tenant's plugin failed for its neighbours' work).
+#[test]
+fn the_cpu_deadline_counts_the_plugins_cpu_not_its_wait_for_a_core() {
+    let rt = std::sync::Arc::new(runtime());
+    let deadline = Duration::from_millis(400);
+    let limits = Limits { deadline, ..Limits::default() };
+    let plugin = rt.load(&guest("hostile-infinite-loop")).unwrap();
+    let calls: Vec<_> = (0..4)
+        .map(|_| {
+            let (rt, plugin, limits) = (rt.clone(), plugin.clone(), limits.clone());
+            std::thread::spawn(move || {
+                on_the_first_core();
+                rt.publish(&plugin, vec![vec![frame(&[clicks(3, 1)])]], &limits, None)
+            })
+        })
+        .collect();
+    for call in calls {
+        let run = call.join().unwrap();
+        assert_eq!(trap_kind(&run), &TrapKind::Deadline { limit: deadline });
+        assert!(run.timing.cpu >= deadline * 9 / 10, "stopped after {:?} of its CPU", run.timing.cpu);
+    }
+    assert_next_call_succeeds(&rt);
+}
+
+/// Keeps the calling thread on the machine's first core.
+fn on_the_first_core() {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes within it; 0 is this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        assert_eq!(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set), 0, "pinning to core 0");
+    }
+}
+
 #[test]
 fn memory_bomb_hits_the_memory_limit_in_every_language() {
     let rt = runtime();

@@ -296,16 +296,17 @@ impl Runtime {
         let output = Output::new(Box::new(sink), limits, declared.map(|d| d.tables.as_slice()));
         let mut store = Store::new(&self.engine, Sandbox::new(log.clone(), memory_bytes, output));
         store.limiter(|s| &mut s.limiter);
-        // The deadline is the plugin's time: time the host spends on its input
-        // and output inside the call is given back.
-        let mut credited = Duration::ZERO;
+        // The deadline is the plugin's CPU time on the thread that runs it: waiting
+        // for a core (other calls, a busy node) does not count, nor does the host's
+        // own work on the input and output inside the call. Looked at each tick it
+        // could have run out at: CPU time never passes faster than the clock.
+        let deadline = limits.deadline;
         store.epoch_deadline_callback(move |store| {
-            let host = store.data().host_wall();
-            let owed = host.saturating_sub(credited);
-            credited = host;
-            Ok(match owed.as_nanos() / TICK.as_nanos() {
-                0 => UpdateDeadline::Interrupt,
-                ticks => UpdateDeadline::Continue(ticks as u64),
+            let host = store.data().host_cpu();
+            let used = crate::cpu_time::thread().saturating_sub(started_cpu).saturating_sub(host);
+            Ok(match deadline.checked_sub(used) {
+                Some(left) if !left.is_zero() => UpdateDeadline::Continue(deadline_ticks(left)),
+                _ => UpdateDeadline::Interrupt,
             })
         });
         store.set_epoch_deadline(deadline_ticks(limits.deadline));

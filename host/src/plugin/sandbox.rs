@@ -50,9 +50,9 @@ impl Sandbox {
 }
 
 impl Sandbox {
-    /// The host's wall time on the call's input and output so far.
-    pub(super) fn host_wall(&self) -> Duration {
-        self.input.wall + self.output.as_ref().expect("the output stays in the store until the call ends").host.wall
+    /// The host's CPU time on the call's input and output so far.
+    pub(super) fn host_cpu(&self) -> Duration {
+        self.input.cpu + self.output.as_ref().expect("the output stays in the store until the call ends").host.cpu
     }
 }
 
