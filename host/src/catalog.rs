@@ -126,6 +126,9 @@ impl Txn {
     }
 }
 
+/// By `(publisher, topic)`, each partition's next offset (see [`Catalog::all_offsets`]).
+pub type OffsetsByPublisher = BTreeMap<(String, String), BTreeMap<i32, i64>>;
+
 /// What a closed batch became.
 #[derive(Debug, Clone, Serialize)]
 pub struct Execution {
@@ -336,12 +339,11 @@ impl Catalog {
         self.db.kind()
     }
 
-    /// Where each partition resumes, for every publisher and topic: by
-    /// `(publisher, topic)`, each partition's next offset.
-    pub fn all_offsets(&self) -> Result<BTreeMap<(String, String), BTreeMap<i32, i64>>, CatalogError> {
+    /// Where each partition resumes, for every publisher and topic.
+    pub fn all_offsets(&self) -> Result<OffsetsByPublisher, CatalogError> {
         let rows =
             self.db.run(|sql| sql.query("SELECT publisher, topic, partition, next_offset FROM source_offsets", &[]))?;
-        let mut offsets: BTreeMap<(String, String), BTreeMap<i32, i64>> = BTreeMap::new();
+        let mut offsets = OffsetsByPublisher::new();
         for r in &rows {
             offsets.entry((r.get(0)?, r.get(1)?)).or_default().insert(r.get(2)?, r.get(3)?);
         }

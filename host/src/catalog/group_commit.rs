@@ -104,16 +104,14 @@ impl Sqlite {
     ) -> Result<R, CatalogError> {
         let members = state.open.map_or(0, |(_, members)| members);
         if self.queued.load(Ordering::SeqCst) > 0 && members < MAX_GROUP {
-            if out.is_err() {
-                return out; // nothing of its own to wait for
-            }
+            let value = out?; // failed: nothing of its own to wait for
             let state = self.ended.wait_while(state, |s| s.ended < group).unwrap_or_else(|e| e.into_inner());
             match state.failed.iter().find(|(g, _)| *g == group) {
                 Some((_, why)) => Err(CatalogError::Sql {
                     message: format!("committing the catalog: {why}"),
                     unique_violation: false,
                 }),
-                None => out,
+                None => Ok(value),
             }
         } else {
             state.end(&self.ended)?;
