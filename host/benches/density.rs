@@ -83,39 +83,77 @@ fn thread_cpu(pid: u32) -> BTreeMap<String, (String, Duration)> {
     threads
 }
 
-/// The share of a core `pid` used over `IDLE`, the same by thread owner
-/// (each thread's run time, looked at every second: a thread that ends takes
-/// its last second with it),
-/// how many threads ended meanwhile, and what it looked like at the end.
-fn idle(pid: u32) -> (f64, BTreeMap<String, f64>, usize, Sample) {
-    let before = common::cpu_of(pid).unwrap();
-    let mut threads = thread_cpu(pid);
-    let (mut by_owner, mut ended) = (BTreeMap::new(), 0);
-    let started = Instant::now();
-    while started.elapsed() < IDLE {
-        std::thread::sleep(Duration::from_secs(1));
-        let now = thread_cpu(pid);
-        ended += threads.keys().filter(|tid| !now.contains_key(*tid)).count();
-        for (tid, (owner, used)) in &now {
-            let then = threads.get(tid).map_or(Duration::ZERO, |(_, then)| *then);
-            *by_owner.entry(owner.clone()).or_default() += used.saturating_sub(then).as_secs_f64();
-        }
-        threads = now;
+/// The CPU a process's threads use over a window, by thread owner: each
+/// thread's run time, looked at on every [`ThreadClock::tick`] (a thread that
+/// ends takes its time since the last tick with it).
+struct ThreadClock {
+    pid: u32,
+    started: Instant,
+    before: Duration,
+    threads: BTreeMap<String, (String, Duration)>,
+    by_owner: BTreeMap<String, f64>,
+    /// Threads that ended meanwhile.
+    ended: usize,
+}
+
+impl ThreadClock {
+    fn start(pid: u32) -> Self {
+        let before = common::cpu_of(pid).unwrap();
+        let threads = thread_cpu(pid);
+        Self { pid, started: Instant::now(), before, threads, by_owner: BTreeMap::new(), ended: 0 }
     }
-    let took = started.elapsed().as_secs_f64();
-    let used = common::cpu_of(pid).unwrap() - before;
-    by_owner.values_mut().for_each(|cpu| *cpu /= took);
-    (used.as_secs_f64() / took, by_owner, ended, sample(pid))
+
+    fn tick(&mut self) {
+        let now = thread_cpu(self.pid);
+        self.ended += self.threads.keys().filter(|tid| !now.contains_key(*tid)).count();
+        for (tid, (owner, used)) in &now {
+            let then = self.threads.get(tid).map_or(Duration::ZERO, |(_, then)| *then);
+            *self.by_owner.entry(owner.clone()).or_default() += used.saturating_sub(then).as_secs_f64();
+        }
+        self.threads = now;
+    }
+
+    /// Cores used since the start, in all and by thread owner.
+    fn stop(mut self) -> Cores {
+        self.tick();
+        let took = self.started.elapsed().as_secs_f64();
+        let used = common::cpu_of(self.pid).unwrap() - self.before;
+        self.by_owner.values_mut().for_each(|cpu| *cpu /= took);
+        Cores { all: used.as_secs_f64() / took, by_owner: self.by_owner, ended: self.ended }
+    }
+}
+
+/// What [`ThreadClock`] measured.
+#[derive(Default)]
+struct Cores {
+    all: f64,
+    by_owner: BTreeMap<String, f64>,
+    ended: usize,
+}
+
+impl Cores {
+    /// The owners that used at least half a thousandth of a core.
+    fn owners(&self) -> String {
+        let cores = self.by_owner.iter().filter(|(_, cores)| **cores >= 0.0005);
+        cores.map(|(name, cores)| format!("{name} {cores:.3}")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The cores `pid` used over `IDLE`, and what it looked like at the end.
+fn idle(pid: u32) -> (Cores, Sample) {
+    let mut clock = ThreadClock::start(pid);
+    while clock.started.elapsed() < IDLE {
+        std::thread::sleep(Duration::from_secs(1));
+        clock.tick();
+    }
+    (clock.stop(), sample(pid))
 }
 
 struct Run {
     publishers: usize,
     register_s: f64,
-    idle_cores: f64,
-    /// The same by thread owner.
-    idle_by_owner: BTreeMap<String, f64>,
-    /// Threads that ended while the node was idle.
-    idle_ended: usize,
+    /// What the node used doing nothing.
+    idle: Cores,
     /// What this process (the embedded broker, serving the idle consumers) used meanwhile.
     broker_idle_cores: f64,
     sample: Sample,
@@ -125,8 +163,11 @@ struct Run {
     median_commit_s: f64,
     /// Where the commits' time went.
     phases: Phases,
-    /// Messages a second the busy publishers read and committed, the others idle.
-    busy_rate: f64,
+    /// What the node used from sending until the last had committed.
+    burst: Cores,
+    /// Messages a second the busy publishers read and committed, the others idle,
+    /// and what the node and this process (the embedded broker) used meanwhile.
+    busy: Busy,
     /// From starting the node again on its data until every publisher holds its partition again.
     restart_s: f64,
 }
@@ -181,6 +222,8 @@ fn phases(server: &Server, tokens: &[(String, String)], publishers: usize, sent_
             ] {
                 seen.entry(phase).or_default().push(ms / 1e3);
             }
+            let language = ["rust", "python", "javascript"][(i / TENANT) % 3];
+            seen.entry(language).or_default().push(t["plugin_cpu"].as_f64().unwrap_or(0.0) / 1e3);
         }
     }
     Phases(
@@ -202,8 +245,8 @@ fn rows(server: &Server, token: &str, i: usize) -> u64 {
 /// The rate the first `busy` publishers (the first tenant's, on one
 /// consumer) read and commit a backlog at, whatever the others do: paused,
 /// [`BUSY_MESSAGES`] produced to each one's topic, resumed; messages a second
-/// from the resume until the last is committed.
-fn busy_rate(server: &Server, broker: &weir::embedded::broker::EmbeddedBroker, token: &str, busy: usize) -> f64 {
+/// from the resume until the last is committed, and the cores used meanwhile.
+fn busy_rate(server: &Server, broker: &weir::embedded::broker::EmbeddedBroker, token: &str, busy: usize) -> Busy {
     let publisher = |i: usize, action: &str| {
         let path = format!("/v1/collections/events/publishers/p{i}/{action}");
         let (status, answer) = server.http("POST", &path, Some(token), None);
@@ -228,7 +271,8 @@ fn busy_rate(server: &Server, broker: &weir::embedded::broker::EmbeddedBroker, t
             }
         }
     });
-    let started = Instant::now();
+    let (started, resumed_at_ms) = (Instant::now(), weir::catalog::now_ms());
+    let (mut node, mut bench) = (ThreadClock::start(server.pid()), ThreadClock::start(std::process::id()));
     eprintln!("density: {busy} busy publishers resume");
     (0..busy).for_each(|i| publisher(i, "resume"));
     let deadline = Instant::now() + Duration::from_secs(600);
@@ -236,9 +280,40 @@ fn busy_rate(server: &Server, broker: &weir::embedded::broker::EmbeddedBroker, t
         while rows(server, token, i) < before[i] + BUSY_MESSAGES as u64 {
             assert!(Instant::now() < deadline, "p{i} committed {} rows in 600 s", rows(server, token, i));
             std::thread::sleep(Duration::from_millis(100));
+            node.tick();
+            bench.tick();
         }
     }
-    (busy * BUSY_MESSAGES) as f64 / started.elapsed().as_secs_f64()
+    let took = started.elapsed().as_secs_f64();
+    let rate = (busy * BUSY_MESSAGES) as f64 / took;
+    let (node, bench) = (node.stop(), bench.stop());
+    // When each began reading again: its first batch after the resume.
+    let mut began: Vec<f64> = (0..busy)
+        .filter_map(|i| {
+            let path = format!("/v1/collections/events/publishers/p{i}/executions");
+            let (_, executions) = server.http("GET", &path, Some(token), None);
+            let starts = executions.as_array()?.iter().filter_map(|e| e["started_at_ms"].as_i64());
+            starts.filter(|&t| t >= resumed_at_ms).min().map(|t| (t - resumed_at_ms) as f64 / 1e3)
+        })
+        .collect();
+    began.sort_by(f64::total_cmp);
+    let first = began.first().copied().unwrap_or(f64::NAN);
+    // Reading: from the window of the first batch (its 1 s time rollover before it closed) to the last commit.
+    let reading = (busy * BUSY_MESSAGES) as f64 / (took - (first - 1.0).max(0.0));
+    Busy { rate, reading, node, bench, began: (first, began.last().copied().unwrap_or(f64::NAN)) }
+}
+
+/// What [`busy_rate`] measured.
+struct Busy {
+    /// From the resume (all ten paused, their consumer closed: a new one joins the group) to the last commit.
+    rate: f64,
+    /// From the first batch's rollover window to the last commit.
+    reading: f64,
+    node: Cores,
+    /// This process: the embedded broker, the producer, the benchmark polling the node.
+    bench: Cores,
+    /// Seconds from the resume until the first, and the last, of them began a batch.
+    began: (f64, f64),
 }
 
 /// The benchmark's connection: the node's default consumer settings, with
@@ -273,14 +348,16 @@ fn run(publishers: usize, settings: &[(String, String)]) -> Run {
     // Every group joined and settled before the node is watched.
     std::thread::sleep(Duration::from_secs(10));
     let broker_before = common::cpu_of(std::process::id()).unwrap();
-    let (idle_cores, idle_by_owner, idle_ended, sample) = idle(server.pid());
+    let (idle, sample) = idle(server.pid());
     let broker_idle_cores =
         (common::cpu_of(std::process::id()).unwrap() - broker_before).as_secs_f64() / IDLE.as_secs_f64();
 
     // One message to each topic, all sent at once by one producer; the clock starts as they are sent.
     let producer = common::stream::producer(broker.bootstrap_servers());
     let values = common::stream::clicks(0, publishers);
+    eprintln!("density: a message to each of {publishers} publishers");
     let (started, sent_at_ms) = (Instant::now(), weir::catalog::now_ms());
+    let mut burst = ThreadClock::start(server.pid());
     common::block_on(async {
         let sends = (0..publishers).map(|i| {
             let topic = format!("t{i}");
@@ -305,13 +382,15 @@ fn run(publishers: usize, settings: &[(String, String)]) -> Run {
         let waiting = taken.iter().filter(|t| t.is_none()).count();
         assert!(Instant::now() < deadline, "{waiting} publishers committed nothing in 300 s");
         std::thread::sleep(Duration::from_millis(50));
+        burst.tick();
     }
+    let burst = burst.stop();
     let phases = phases(&server, &tokens, publishers, sent_at_ms);
     let mut taken: Vec<f64> = taken.into_iter().flatten().collect();
     taken.sort_by(f64::total_cmp);
     let (median_commit_s, first_commit_s) = (taken[taken.len() / 2], taken[taken.len() - 1]);
 
-    let busy_rate = busy_rate(&server, &broker, &tokens[0].0, publishers.min(BUSY));
+    let busy = busy_rate(&server, &broker, &tokens[0].0, publishers.min(BUSY));
 
     // A restart on the same data: compiled plugins come from the artifact cache.
     let data = server.data_dir.clone();
@@ -332,15 +411,14 @@ fn run(publishers: usize, settings: &[(String, String)]) -> Run {
     Run {
         publishers,
         register_s,
-        idle_cores,
-        idle_by_owner,
-        idle_ended,
+        idle,
         broker_idle_cores,
         sample,
         first_commit_s,
         median_commit_s,
         phases,
-        busy_rate,
+        burst,
+        busy,
         restart_s,
     }
 }
@@ -386,11 +464,11 @@ fn librdkafka_alone(n: usize) -> (f64, f64, f64) {
     };
     // Tansu lets a group join after about half the session timeout.
     std::thread::sleep(Duration::from_secs(10));
-    let (cores, _, _, after) = idle(pid);
+    let (cores, after) = idle(pid);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     polling.join().unwrap();
     let n = n as f64;
-    ((after.rss_mb - before.rss_mb) / n, (after.threads as f64 - before.threads as f64) / n, cores)
+    ((after.rss_mb - before.rss_mb) / n, (after.threads as f64 - before.threads as f64) / n, cores.all)
 }
 
 fn main() {
@@ -402,10 +480,10 @@ fn main() {
         let dir = tempfile::tempdir().unwrap();
         let server = Server::start(&dir.path().join("data"));
         std::thread::sleep(Duration::from_secs(3));
-        let (cores, _, _, sample) = idle(server.pid());
+        let (cores, sample) = idle(server.pid());
         println!(
             "\ndensity: an empty weir serve node holds {:.0} MB RSS and {} threads, and uses {:.3} of a core idle",
-            sample.rss_mb, sample.threads, cores
+            sample.rss_mb, sample.threads, cores.all
         );
         sample
     };
@@ -451,7 +529,7 @@ fn main() {
             (r.sample.rss_mb - empty.rss_mb) / n,
             r.sample.threads,
             (r.sample.threads as f64 - empty.threads as f64) / n,
-            r.idle_cores,
+            r.idle.all,
             r.median_commit_s,
             r.first_commit_s,
             r.restart_s
@@ -462,13 +540,20 @@ fn main() {
             "librdkafka alone, {n} idle consumers in one process (one group and topic each, on Tansu): {mb:.2} MB and {threads:.2} threads a consumer, {cores:.3} of a core"
         );
     }
-    let alone = runs.iter().find(|r| r.publishers == BUSY).map(|r| r.busy_rate);
+    let alone = runs.iter().find(|r| r.publishers == BUSY).map(|r| r.busy.rate);
     for r in &runs {
         println!(
-            "{BUSY} busy publishers ({BUSY_MESSAGES} messages each over {BUSY_PARTITIONS} partitions, one consumer) beside {} idle: {:.0} messages/s{}",
+            "{BUSY} busy publishers ({BUSY_MESSAGES} messages each over {BUSY_PARTITIONS} partitions, one consumer) beside {} idle: {:.0} messages/s{} (the first began a batch {:.2} s after the resume, the last {:.2} s; from the first batch's window on, {:.0} messages/s); the node used {:.2} cores ({}), the benchmark's process {:.2} ({})",
             r.publishers - BUSY.min(r.publishers),
-            r.busy_rate,
-            alone.map_or(String::new(), |alone| format!(", {:.2} of their rate alone", r.busy_rate / alone))
+            r.busy.rate,
+            alone.map_or(String::new(), |alone| format!(", {:.2} of their rate alone", r.busy.rate / alone)),
+            r.busy.began.0,
+            r.busy.began.1,
+            r.busy.reading,
+            r.busy.node.all,
+            r.busy.node.owners(),
+            r.busy.bench.all,
+            r.busy.bench.owners(),
         );
     }
     for r in &runs {
@@ -489,7 +574,7 @@ fn main() {
             phase("log"),
         );
         println!(
-            "{} publishers, a message each: batches closed {:.2} s after sending (last {:.2}); then, mean (largest) seconds: decode {:.3} ({:.3}), publish {:.3} ({:.3}; the plugin's CPU {:.3} ({:.3}), writing the file {:.3} ({:.3})), commit {:.3} ({:.3}), Delta log {:.3} ({:.3})",
+            "{} publishers, a message each: batches closed {:.2} s after sending (last {:.2}); then, mean (largest) seconds: decode {:.3} ({:.3}), publish {:.3} ({:.3}; the plugin's CPU {:.3} ({:.3}), writing the file {:.3} ({:.3})), commit {:.3} ({:.3}), Delta log {:.3} ({:.3}); the node used {:.2} cores meanwhile ({})",
             r.publishers,
             closed.0,
             closed.1,
@@ -504,7 +589,17 @@ fn main() {
             commit.0,
             commit.1,
             log.0,
-            log.1
+            log.1,
+            r.burst.all,
+            r.burst.owners()
+        );
+        let cpu = |language| phase(language).0 * 1e3;
+        println!(
+            "{} publishers, a message each: the plugin's CPU a call, mean ms: Rust {:.2}, Python {:.2}, JavaScript {:.2}",
+            r.publishers,
+            cpu("rust"),
+            cpu("python"),
+            cpu("javascript")
         );
     }
     if let Some(last) = runs.last() {
@@ -518,17 +613,11 @@ fn main() {
             })
             .collect();
         println!("threads of the {}-publisher node by name: {}", last.publishers, owners.join(", "));
-        let cpu: Vec<String> = last
-            .idle_by_owner
-            .iter()
-            .filter(|(_, cores)| **cores >= 0.0005)
-            .map(|(name, cores)| format!("{name} {cores:.3}"))
-            .collect();
         println!(
             "idle cores of the {}-publisher node by thread name: {} ({} threads ended meanwhile)",
             last.publishers,
-            cpu.join(", "),
-            last.idle_ended
+            last.idle.owners(),
+            last.idle.ended
         );
     }
     println!(

@@ -22,7 +22,7 @@ use figures::{fmt, median};
 
 use arrow::array::RecordBatch;
 use weir::plugin::frames;
-use weir::plugin::{Limits, Runtime, RuntimeConfig};
+use weir::plugin::{Declared, Limits, Runtime, RuntimeConfig};
 
 fn time<T>(rounds: usize, mut f: impl FnMut() -> T) -> Duration {
     median(
@@ -70,6 +70,8 @@ fn main() {
         "{:>9} {:>10} {:>12} {:>12} {:>12} {:>8} {:>5}",
         "rows", "frame", "instantiate", "wasm call", "native", "ratio", "N"
     );
+    // As a publisher declares them: a Python or JavaScript passthrough writes the table declared.
+    let declared = Declared::new(vec!["clicks".into()], vec!["clicks".into()]);
     for (rows, rounds) in [(0usize, 300usize), (1_000, 300), (64 * 1024, 40), (1_000_000, 5)] {
         if only_rows.is_some_and(|only| only != rows) {
             continue;
@@ -82,14 +84,14 @@ fn main() {
         let slots = || vec![vec![shared.clone()]];
         // Warm up both paths once.
         assert_eq!(
-            rt.publish(&plugin, slots(), &limits, None).outcome.expect("passthrough")[0].frame.rows(),
+            rt.publish(&plugin, slots(), &limits, Some(&declared)).outcome.expect("passthrough")[0].frame.rows(),
             rows as u64
         );
         native_passthrough(&frame);
 
         let mut instantiate = Vec::new();
         let wasm_total = time(rounds, || {
-            let run = rt.publish(&plugin, slots(), &limits, None);
+            let run = rt.publish(&plugin, slots(), &limits, Some(&declared));
             instantiate.push(run.timing.instantiate);
             run.outcome.is_ok()
         });
