@@ -48,7 +48,8 @@ impl Server {
             .args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .env("WEIR_ADMIN_TOKEN", ADMIN)
-            .env("RUST_LOG", "weir=warn")
+            // `WEIR_TEST_LOG` (a `RUST_LOG` value) to see more of what a test's server does.
+            .env("RUST_LOG", std::env::var("WEIR_TEST_LOG").unwrap_or_else(|_| "weir=warn".into()))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
