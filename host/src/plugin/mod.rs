@@ -302,8 +302,7 @@ impl Runtime {
         // could have run out at: CPU time never passes faster than the clock.
         let deadline = limits.deadline;
         store.epoch_deadline_callback(move |store| {
-            let host = store.data().host_cpu();
-            let used = crate::cpu_time::thread().saturating_sub(started_cpu).saturating_sub(host);
+            let used = plugin_cpu(started_cpu, store.data().host_cpu());
             Ok(match deadline.checked_sub(used) {
                 Some(left) if !left.is_zero() => UpdateDeadline::Continue(deadline_ticks(left)),
                 _ => UpdateDeadline::Interrupt,
@@ -345,7 +344,7 @@ impl Runtime {
             }
         };
         (timing.input, timing.output) = (input.wall, output.host.wall);
-        timing.cpu = crate::cpu_time::thread().saturating_sub(started_cpu).saturating_sub(input.cpu + output.host.cpu);
+        timing.cpu = plugin_cpu(started_cpu, input.cpu + output.host.cpu);
         Run { outcome: outcome.map(|()| output.into_sink()), log, timing }
     }
 
@@ -451,6 +450,12 @@ fn returned_v0_1(output: &mut Output, tables: Vec<v0_1::OutputTable>) -> Result<
         }
     }
     Ok(())
+}
+
+/// The CPU time this thread spent since `started_cpu`, less `host`'s: what
+/// the plugin used of it.
+fn plugin_cpu(started_cpu: Duration, host: Duration) -> Duration {
+    crate::cpu_time::thread().saturating_sub(started_cpu).saturating_sub(host)
 }
 
 fn deadline_ticks(deadline: Duration) -> u64 {
