@@ -276,8 +276,8 @@ fn busy_rate(server: &Server, broker: &weir::embedded::broker::EmbeddedBroker, t
     eprintln!("density: {busy} busy publishers resume");
     (0..busy).for_each(|i| publisher(i, "resume"));
     let deadline = Instant::now() + Duration::from_secs(600);
-    for i in 0..busy {
-        while rows(server, token, i) < before[i] + BUSY_MESSAGES as u64 {
+    for (i, before) in before.iter().enumerate() {
+        while rows(server, token, i) < before + BUSY_MESSAGES as u64 {
             assert!(Instant::now() < deadline, "p{i} committed {} rows in 600 s", rows(server, token, i));
             std::thread::sleep(Duration::from_millis(100));
             node.tick();
@@ -540,16 +540,19 @@ fn main() {
             "librdkafka alone, {n} idle consumers in one process (one group and topic each, on Tansu): {mb:.2} MB and {threads:.2} threads a consumer, {cores:.3} of a core"
         );
     }
-    let alone = runs.iter().find(|r| r.publishers == BUSY).map(|r| r.busy.rate);
+    let alone = runs.iter().find(|r| r.publishers == BUSY).map(|r| (r.busy.reading, r.busy.rate));
+    let of_alone =
+        |now: f64, then: Option<f64>| then.map_or(String::new(), |then| format!(" ({:.2} of alone)", now / then));
     for r in &runs {
         println!(
-            "{BUSY} busy publishers ({BUSY_MESSAGES} messages each over {BUSY_PARTITIONS} partitions, one consumer) beside {} idle: {:.0} messages/s{} (the first began a batch {:.2} s after the resume, the last {:.2} s; from the first batch's window on, {:.0} messages/s); the node used {:.2} cores ({}), the benchmark's process {:.2} ({})",
+            "{BUSY} busy publishers ({BUSY_MESSAGES} messages each over {BUSY_PARTITIONS} partitions, one consumer) beside {} idle: from the first batch's window to the last commit {:.0} messages/s{}; from the resume (the group's rejoin included: the first began a batch {:.2} s after it, the last {:.2} s) {:.0} messages/s{}; the node used {:.2} cores ({}), the benchmark's process {:.2} ({})",
             r.publishers - BUSY.min(r.publishers),
-            r.busy.rate,
-            alone.map_or(String::new(), |alone| format!(", {:.2} of their rate alone", r.busy.rate / alone)),
+            r.busy.reading,
+            of_alone(r.busy.reading, alone.map(|a| a.0)),
             r.busy.began.0,
             r.busy.began.1,
-            r.busy.reading,
+            r.busy.rate,
+            of_alone(r.busy.rate, alone.map(|a| a.1)),
             r.busy.node.all,
             r.busy.node.owners(),
             r.busy.bench.all,
