@@ -20,9 +20,6 @@ fn main() {
         println!("cargo:rerun-if-changed=../guest-examples/{path}");
     }
     println!("cargo:rerun-if-changed=../wit");
-    // librdkafka's metadata update goes through src/sources/kafka/guard.rs (see there);
-    // `-u` has the linker take the wrapper from the library before librdkafka asks for it.
-    println!("cargo:rustc-link-arg=-Wl,--wrap=rd_kafka_metadata_update_op,-u,__wrap_rd_kafka_metadata_update_op");
 
     // OUT_DIR is <target>/<profile>/build/<pkg>-<hash>/out; the guests get <target>/guests.
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());

@@ -500,3 +500,22 @@ pub fn to_raw(message: &BorrowedMessage<'_>) -> rdkafka::error::KafkaResult<RawM
     // SAFETY: a message the consumer handed out, alive while borrowed.
     unsafe { queue::copy(&*message.ptr()) }
 }
+
+#[cfg(test)]
+mod tests {
+    unsafe extern "C" {
+        /// librdkafka's own tests of its assignors (vendor/rdkafka-sys/WEIR.md).
+        fn unittest_assignors() -> std::ffi::c_int;
+    }
+
+    /// The cooperative-sticky assignor weir's consumers use, with the fixes
+    /// vendored librdkafka carries: without them its balancing aborted the
+    /// process in some rebalances (a partition moved and moved back kept its
+    /// movement, the next move's assertion failed).
+    #[test]
+    fn the_assignors_pass_librdkafkas_own_tests_and_ours() {
+        // SAFETY: self-contained; it makes and destroys its own clients.
+        let failures = unsafe { unittest_assignors() };
+        assert_eq!(failures, 0, "librdkafka's assignor tests failed: their output is above");
+    }
+}

@@ -4,13 +4,12 @@
 //! forwarded to (`queue`), the
 //! topic dead letters may go to (`dead_letters`), the three behind the
 //! worker's interface (`source`); and the connection check run before a
-//! publisher is registered (`check`); and a guard around a librdkafka
-//! function that crashes on a deleted topic's leader change (`guard`).
+//! publisher is registered (`check`). The librdkafka under it carries fixes
+//! of weir's: vendor/rdkafka-sys/WEIR.md.
 
 pub mod check;
 pub mod consumer;
 pub mod dead_letters;
-mod guard;
 mod queue;
 mod shared;
 mod source;
