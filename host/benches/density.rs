@@ -287,28 +287,44 @@ fn busy_rate(server: &Server, broker: &weir::embedded::broker::EmbeddedBroker, t
     let took = started.elapsed().as_secs_f64();
     let rate = (busy * BUSY_MESSAGES) as f64 / took;
     let (node, bench) = (node.stop(), bench.stop());
-    // When each began reading again: its first batch after the resume.
-    let mut began: Vec<f64> = (0..busy)
+    // Each one's reading, from its executions after the resume: from its first batch's
+    // window (the 1 s time rollover before that batch closed) to the end of its last.
+    let spans: Vec<(f64, f64)> = (0..busy)
         .filter_map(|i| {
             let path = format!("/v1/collections/events/publishers/p{i}/executions");
             let (_, executions) = server.http("GET", &path, Some(token), None);
-            let starts = executions.as_array()?.iter().filter_map(|e| e["started_at_ms"].as_i64());
-            starts.filter(|&t| t >= resumed_at_ms).min().map(|t| (t - resumed_at_ms) as f64 / 1e3)
+            let after: Vec<(i64, f64)> = executions
+                .as_array()?
+                .iter()
+                .filter(|e| e["status"] == "committed")
+                .filter_map(|e| {
+                    let (at, t) = (e["started_at_ms"].as_i64()?, &e["timings_ms"]);
+                    let took: f64 = ["decode", "publish", "commit", "log"].iter().filter_map(|k| t[*k].as_f64()).sum();
+                    Some((at, took))
+                })
+                .filter(|&(at, _)| at >= resumed_at_ms)
+                .collect();
+            let first = after.iter().map(|&(at, _)| at).min()?;
+            let end = after.iter().map(|&(at, took)| at as f64 + took).fold(0.0, f64::max);
+            Some(((first - resumed_at_ms) as f64 / 1e3, (end - first as f64) / 1e3 + 1.0))
         })
         .collect();
+    let mut began: Vec<f64> = spans.iter().map(|s| s.0).collect();
     began.sort_by(f64::total_cmp);
-    let first = began.first().copied().unwrap_or(f64::NAN);
-    // Reading: from the window of the first batch (its 1 s time rollover before it closed) to the last commit.
-    let reading = (busy * BUSY_MESSAGES) as f64 / (took - (first - 1.0).max(0.0));
-    Busy { rate, reading, node, bench, began: (first, began.last().copied().unwrap_or(f64::NAN)) }
+    let span = spans.iter().map(|s| s.1).sum::<f64>() / spans.len() as f64;
+    let reading = BUSY_MESSAGES as f64 / span;
+    Busy { rate, reading, span, node, bench, began: (began[0], began[began.len() - 1]) }
 }
 
 /// What [`busy_rate`] measured.
 struct Busy {
     /// From the resume (all ten paused, their consumer closed: a new one joins the group) to the last commit.
     rate: f64,
-    /// From the first batch's rollover window to the last commit.
+    /// Messages a second a publisher read at, from its first batch's rollover window to
+    /// the end of its last: what the others cost it, whenever the group gave it its partitions.
     reading: f64,
+    /// That span, the mean of the ten, in seconds.
+    span: f64,
     node: Cores,
     /// This process: the embedded broker, the producer, the benchmark polling the node.
     bench: Cores,
@@ -545,8 +561,9 @@ fn main() {
         |now: f64, then: Option<f64>| then.map_or(String::new(), |then| format!(" ({:.2} of alone)", now / then));
     for r in &runs {
         println!(
-            "{BUSY} busy publishers ({BUSY_MESSAGES} messages each over {BUSY_PARTITIONS} partitions, one consumer) beside {} idle: from the first batch's window to the last commit {:.0} messages/s{}; from the resume (the group's rejoin included: the first began a batch {:.2} s after it, the last {:.2} s) {:.0} messages/s{}; the node used {:.2} cores ({}), the benchmark's process {:.2} ({})",
+            "{BUSY} busy publishers ({BUSY_MESSAGES} messages each over {BUSY_PARTITIONS} partitions, one consumer) beside {} idle: each read its backlog from its first batch's window to its last commit in {:.2} s, {:.0} messages/s a publisher{}; all ten from the resume (the group's rejoin included: the first began a batch {:.2} s after it, the last {:.2} s) {:.0} messages/s{}; the node used {:.2} cores ({}), the benchmark's process {:.2} ({})",
             r.publishers - BUSY.min(r.publishers),
+            r.busy.span,
             r.busy.reading,
             of_alone(r.busy.reading, alone.map(|a| a.0)),
             r.busy.began.0,
