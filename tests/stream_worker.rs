@@ -354,7 +354,7 @@ async fn messages_announced_before_a_change_of_the_source_are_taken_after_it() {
     let publisher = h.publisher("read-clicks", json!({}), None);
     let mut source = weir::sources::open(&publisher, h.catalog.clone(), &h.sources, None).unwrap().source;
     let within = |what: &'static str| move |e| panic!("{what} within 30 s: {e}");
-    let mut next = async |source: &mut Box<dyn weir::sources::Source>| {
+    let next = async |source: &mut Box<dyn weir::sources::Source>| {
         tokio::time::timeout(Duration::from_secs(30), source.ready()).await
     };
     loop {
