@@ -1,7 +1,10 @@
 //! Publishers in Rust, Python and JavaScript side by side, printed as figures
 //! (not asserted): each language's component size, cold compile, cached load,
 //! instantiation, and call time for the passthrough and for clicks-enrich at
-//! 1k and 64k rows, with the ratio to Rust's.
+//! 1k and 64k rows, with the ratio to Rust's; then a burst, as a node meets
+//! one message for each of many publishers: 999 one-row passthrough calls, a
+//! third in each language, all queued at once through `publish_blocking`:
+//! each call's CPU when the calls share the cores.
 //!
 //! Run with `cargo bench -p weir --bench languages` (`-- --quick` for fewer rounds).
 //! The Python and JavaScript components are built on first use (componentize-py,
@@ -16,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use figures::{fmt, median};
 
-use weir::plugin::{Declared, Limits, Plugin, Runtime, RuntimeConfig};
+use weir::plugin::{Collect, Declared, Limits, Plugin, Runtime, RuntimeConfig};
 
 struct Language {
     name: &'static str,
@@ -119,5 +122,95 @@ fn main() {
         }
     }
     println!();
+    println!("a burst: 999 one-row passthrough calls, ten at a time of each language in turn, queued at once");
+    let burst = burst(&languages);
+    println!(
+        "{} wall, {:.2} cores; CPU a call: Rust {:.2} ms, Python {:.2} ms, JavaScript {:.2} ms; {:.0} page faults a call; {} MB RSS added",
+        fmt(burst.wall),
+        burst.cores,
+        burst.cpu_ms[0],
+        burst.cpu_ms[1],
+        burst.cpu_ms[2],
+        burst.faults,
+        burst.rss_mb
+    );
+    println!();
     println!("targets: passthrough call ≤ 2x rust's at 64k rows in every language; instantiate ≤ 10 ms");
+}
+
+struct Burst {
+    wall: Duration,
+    /// The process's CPU over the burst, in cores.
+    cores: f64,
+    /// The plugin's CPU a call, by language.
+    cpu_ms: [f64; 3],
+    /// Page faults a call, the process's.
+    faults: f64,
+    /// Resident memory the burst added, loading the plugins included.
+    rss_mb: i64,
+}
+
+/// 999 one-row calls of the passthroughs (ten of a language, then ten of the
+/// next), all queued at once, on a runtime of its own.
+fn burst(languages: &[Language]) -> Burst {
+    const CALLS: usize = 999;
+    let rt = std::sync::Arc::new(Runtime::new(RuntimeConfig::default()).expect("runtime"));
+    let rss_before = rss_mb();
+    let plugins: Vec<Plugin> = languages.iter().map(|l| rt.load(&l.passthrough).expect("load")).collect();
+    let frame = arrow::buffer::Buffer::from_vec(common::frame(&[common::clicks(1, 7)]));
+    let tokio = tokio::runtime::Runtime::new().expect("tokio");
+    let me = std::process::id();
+    let (before, faults_before, started) = (common::cpu_of(me).unwrap(), faults(), Instant::now());
+    let cpu = tokio.block_on(async {
+        let calls: Vec<_> = (0..CALLS)
+            .map(|i| {
+                let language = (i / 10) % plugins.len();
+                let (rt, plugin, frame) = (rt.clone(), plugins[language].clone(), frame.clone());
+                tokio::spawn(async move {
+                    let limits = Limits { deadline: Duration::from_secs(120), ..Limits::default() };
+                    let declared = Declared::new(vec!["clicks".into()], vec!["clicks".into()]);
+                    let run =
+                        rt.publish_blocking(plugin, vec![vec![frame]], limits, Some(declared), Collect::default());
+                    let run = run.await;
+                    if let Err(e) = run.outcome {
+                        panic!("the publisher failed: {e}");
+                    }
+                    (language, run.timing.cpu)
+                })
+            })
+            .collect();
+        let mut cpu = [(Duration::ZERO, 0u32); 3];
+        for call in calls {
+            let (language, spent) = call.await.expect("the call's task");
+            cpu[language].0 += spent;
+            cpu[language].1 += 1;
+        }
+        cpu
+    });
+    let wall = started.elapsed();
+    Burst {
+        wall,
+        cores: (common::cpu_of(me).unwrap() - before).as_secs_f64() / wall.as_secs_f64(),
+        cpu_ms: cpu.map(|(spent, n)| spent.as_secs_f64() * 1e3 / n as f64),
+        faults: (faults() - faults_before) as f64 / CALLS as f64,
+        rss_mb: rss_mb() - rss_before,
+    }
+}
+
+/// This process's minor page faults so far.
+fn faults() -> i64 {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage.ru_minflt
+    }
+}
+
+/// This process's resident memory, in MB.
+fn rss_mb() -> i64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kb =
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().split(' ').next()?.parse().ok());
+    kb.unwrap_or(0i64) / 1024
 }
