@@ -1,8 +1,10 @@
 //! The table's parquet settings, measured: for each codec, level, dictionary
 //! and page-size choice, the CPU writing the benchmark's click events costs,
-//! the file's size, and how long DuckDB takes to scan it.
+//! the file's size, and how long DuckDB takes to scan it; then the CPU of
+//! weir's own writer on one-row files, as a burst of one message to each of
+//! many publishers writes them (two at a time).
 //! `cargo bench -p weir --bench table_write` (needs `python3 -c 'import duckdb'`,
-//! which `scripts/setup.sh` installs).
+//! which `scripts/setup.sh` installs); `-- --one-row` for the one-row files only.
 
 use std::path::Path;
 use std::process::Command;
@@ -15,6 +17,8 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use weir::formats::{DataFormat, Decoder, Format};
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
 #[path = "stream/dataset.rs"]
 #[allow(dead_code)]
 mod dataset;
@@ -26,6 +30,9 @@ const MESSAGES: usize = 4 * 65_536;
 fn main() {
     let rows = decoded();
     let dir = tempfile::tempdir().unwrap();
+    if std::env::args().any(|a| a == "--one-row") {
+        return one_row(dir.path(), &rows[0]);
+    }
     let settings: Vec<(&str, WriterProperties)> = vec![
         ("zstd(3), dictionary (parquet's default)", props(Compression::ZSTD(ZstdLevel::default()), true, None)),
         ("zstd(1), dictionary", props(Compression::ZSTD(ZstdLevel::try_new(1).unwrap()), true, None)),
@@ -52,6 +59,34 @@ fn main() {
         let per_message = cpu[1].as_secs_f64() * 1e6 / MESSAGES as f64;
         println!("{name:<44} {per_message:>12.3} {size:>10.2} {:>16.1}", duckdb_scan(&path));
     }
+    println!();
+    one_row(dir.path(), &rows[0]);
+}
+
+fn one_row(dir: &Path, rows: &RecordBatch) {
+    let (files, cpu) = one_row_files(dir, &rows.slice(0, 1));
+    println!("{files} one-row table files by weir's writer, two at a time: {cpu:.0} µs of the process's CPU a file");
+}
+
+/// Writes 2,000 one-row table files, two threads at once; returns
+/// how many, and the process's CPU a file in µs (the writer's own threads included).
+fn one_row_files(dir: &Path, row: &RecordBatch) -> (usize, f64) {
+    use weir::tables::file::{Kind, write_parquet};
+    const FILES: usize = 2000;
+    let me = std::process::id();
+    let cpu = |pid| common::cpu_of(pid).unwrap().as_secs_f64();
+    let before = cpu(me);
+    std::thread::scope(|scope| {
+        for t in 0..2 {
+            scope.spawn(move || {
+                for i in (t..FILES).step_by(2) {
+                    write_parquet(&dir.join(format!("one-{i}.parquet")), row.schema_ref(), &[row.clone()], Kind::Table)
+                        .unwrap();
+                }
+            });
+        }
+    });
+    (FILES, (cpu(me) - before) * 1e6 / FILES as f64)
 }
 
 fn props(compression: Compression, dictionary: bool, page_bytes: Option<usize>) -> WriterProperties {
