@@ -81,3 +81,52 @@ impl Drop for EmbeddedBroker {
         unsafe { sys::rd_kafka_mock_cluster_destroy(self.cluster) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::producer::{BaseRecord, DefaultProducerContext, ThreadedProducer};
+    use rdkafka::{Message as _, Offset, TopicPartitionList};
+
+    use super::*;
+
+    /// A fetch waiting at the broker for data is answered when data arrives,
+    /// as Kafka does, not at the end of its wait (librdkafka's mock cluster
+    /// held it for all of `fetch.wait.max.ms`; see vendor/rdkafka-sys/WEIR.md).
+    #[test]
+    fn a_waiting_fetch_is_answered_when_a_message_arrives() {
+        const WAIT: Duration = Duration::from_secs(30);
+        let broker = EmbeddedBroker::start(1).unwrap();
+        broker.create_topic("quiet", 1).unwrap();
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", broker.bootstrap_servers())
+            .set("group.id", "waits")
+            .set("fetch.wait.max.ms", WAIT.as_millis().to_string())
+            .set("socket.timeout.ms", (2 * WAIT).as_millis().to_string())
+            .create()
+            .unwrap();
+        let mut partitions = TopicPartitionList::new();
+        partitions.add_partition_offset("quiet", 0, Offset::Beginning).unwrap();
+        consumer.assign(&partitions).unwrap();
+        // Long enough for the consumer's first fetch to find nothing and wait.
+        let settle = Instant::now();
+        while settle.elapsed() < Duration::from_secs(2) {
+            assert!(consumer.poll(Duration::from_millis(100)).is_none());
+        }
+
+        let producer: ThreadedProducer<DefaultProducerContext> =
+            ClientConfig::new().set("bootstrap.servers", broker.bootstrap_servers()).create().unwrap();
+        let sent = Instant::now();
+        producer.send(BaseRecord::<(), _>::to("quiet").payload("hello")).map_err(|(e, _)| e).unwrap();
+        producer.flush(Duration::from_secs(10)).unwrap();
+        let message = loop {
+            assert!(sent.elapsed() < WAIT / 2, "the message waited out the consumer's fetch");
+            if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+                break message.unwrap().detach();
+            }
+        };
+        assert_eq!(message.payload(), Some(&b"hello"[..]));
+    }
+}

@@ -399,16 +399,17 @@ pub type GroupConsumer = StreamConsumer<GroupContext>;
 ///   less memory to churn). A broker many milliseconds away may want more
 ///   read-ahead: set it in the connection.
 /// * `fetch.wait.max.ms` is left at librdkafka's (and Kafka's) 500 ms: how
-///   long a fetch may wait at the broker for data. Kafka and Redpanda answer
-///   as soon as data arrives, so on them it costs no latency; each idle
-///   consumer sends a fetch every 500 ms. The embedded broker and Tansu hold
-///   an empty fetch for the whole wait, delaying a quiet topic's messages by
-///   up to that much: weir set 100 ms for them once (produce-to-visible p50 /
-///   p99 with a 1 s time rollover about 600 / 1,100 ms instead of 900 / 1,500
-///   on the embedded broker), but five times the fetches cost a node with
-///   1,000 idle publishers in 100 connections 0.09 of a core instead of 0.05
-///   (`cargo bench --bench density`). A connection to such a broker that
-///   wants the lower latency sets it (`--client-setting fetch.wait.max.ms=100`).
+///   long a fetch may wait at the broker for data. Kafka, Redpanda and the
+///   embedded broker (since weir's fix to it, vendor/rdkafka-sys/WEIR.md)
+///   answer as soon as data arrives, so on them it costs no latency; each idle
+///   consumer sends a fetch every 500 ms. Tansu holds an empty fetch for the
+///   whole wait, delaying a quiet topic's messages by up to that much (the
+///   embedded broker did too: produce-to-visible p50 / p99 with a 1 s time
+///   rollover 949 / 1,501 ms, now 510 / 999). Fetches of 100 ms would lower
+///   that on Tansu, but five times the fetches cost a node with 1,000 idle
+///   publishers in 100 connections 0.09 of a core instead of 0.05 (`cargo
+///   bench --bench density`): a connection to such a broker that wants the
+///   lower latency sets it (`--client-setting fetch.wait.max.ms=100`).
 /// * `session.timeout.ms` / `heartbeat.interval.ms`: how long the group waits for
 ///   a member that stopped sending heartbeats before it gives its partitions to
 ///   the others (45 s / 3 s by default). A node killed with -9 or cut off holds

@@ -363,6 +363,9 @@ rd_kafka_mock_partition_log_append(rd_kafka_mock_partition_t *mpart,
 
         *BaseOffset = mset->first_offset;
 
+        /* weir: a consumer waiting on this partition gets it now. */
+        rd_kafka_mock_partition_wake_fetches(mpart);
+
         return RD_KAFKA_RESP_ERR_NO_ERROR;
 
 err_parse:
@@ -1251,6 +1254,77 @@ static void rd_kafka_mock_connection_write_out_tmr_cb(rd_kafka_timers_t *rkts,
 
         rd_kafka_mock_cluster_io_set_events(
             mconn->broker->cluster, mconn->transport->rktrans_s, POLLOUT);
+}
+
+
+/**
+ * weir: remembers that the Fetch being answered asked for \p mpart.
+ */
+void rd_kafka_mock_fetch_wait_add(rd_kafka_mock_fetch_wait_t **waitp,
+                                  rd_kafka_mock_partition_t *mpart) {
+        rd_kafka_mock_fetch_wait_t *wait = *waitp;
+
+        if (!wait)
+                wait = *waitp = rd_calloc(1, sizeof(*wait));
+        if (wait->cnt == wait->size) {
+                wait->size   = wait->size ? wait->size * 2 : 8;
+                wait->mparts = rd_realloc(wait->mparts,
+                                          sizeof(*wait->mparts) * wait->size);
+        }
+        wait->mparts[wait->cnt++] = mpart;
+}
+
+void rd_kafka_mock_fetch_wait_destroy(void *arg) {
+        rd_kafka_mock_fetch_wait_t *wait = arg;
+
+        if (!wait)
+                return;
+        rd_free(wait->mparts);
+        rd_free(wait);
+}
+
+/**
+ * weir: sends at once every Fetch response held back for want of data whose
+ * request asked for \p mpart, which just got some: as Kafka answers a waiting
+ * fetch when data arrives rather than at the end of its MaxWait. The response
+ * is the empty one already made; the consumer fetches again straight away and
+ * gets the data (one more round trip, instead of up to fetch.wait.max.ms).
+ * The partitions are only compared, never dereferenced: a held response may
+ * outlive a deleted topic.
+ */
+void rd_kafka_mock_partition_wake_fetches(rd_kafka_mock_partition_t *mpart) {
+        rd_kafka_mock_cluster_t *mcluster = mpart->topic->cluster;
+        rd_kafka_mock_broker_t *mrkb;
+
+        TAILQ_FOREACH(mrkb, &mcluster->brokers, link) {
+                rd_kafka_mock_connection_t *mconn;
+
+                TAILQ_FOREACH(mconn, &mrkb->connections, link) {
+                        rd_kafka_buf_t *rkbuf;
+                        rd_bool_t woken = rd_false;
+
+                        TAILQ_FOREACH(rkbuf, &mconn->outbufs.rkbq_bufs,
+                                      rkbuf_link) {
+                                const rd_kafka_mock_fetch_wait_t *wait =
+                                    rkbuf->rkbuf_make_opaque;
+                                int i;
+
+                                if (!wait || !rkbuf->rkbuf_ts_retry)
+                                        continue;
+                                for (i = 0; i < wait->cnt; i++) {
+                                        if (wait->mparts[i] == mpart) {
+                                                rkbuf->rkbuf_ts_retry = 0;
+                                                woken                 = rd_true;
+                                                break;
+                                        }
+                                }
+                        }
+                        if (woken)
+                                rd_kafka_mock_cluster_io_set_events(
+                                    mcluster, mconn->transport->rktrans_s,
+                                    POLLOUT);
+                }
+        }
 }
 
 

@@ -370,6 +370,8 @@ static int rd_kafka_mock_handle_Fetch(rd_kafka_mock_connection_t *mconn,
         int changed_leaders_cnt = 0;
         rd_kafka_mock_broker_t **changed_leaders =
             rd_calloc(mcluster->broker_cnt, sizeof(*changed_leaders));
+        /* weir: the partitions asked for, should the response wait. */
+        rd_kafka_mock_fetch_wait_t *wait = NULL;
 
         if (rkbuf->rkbuf_reqhdr.ApiVersion <= 14) {
                 rd_kafka_buf_read_i32(rkbuf, &ReplicaId);
@@ -525,6 +527,9 @@ static int rd_kafka_mock_handle_Fetch(rd_kafka_mock_connection_t *mconn,
                         }
 
 
+                        if (!err && mpart)
+                                rd_kafka_mock_fetch_wait_add(&wait, mpart);
+
                         /* Response: ErrorCode */
                         rd_kafka_buf_write_i16(resp, err);
 
@@ -671,20 +676,25 @@ static int rd_kafka_mock_handle_Fetch(rd_kafka_mock_connection_t *mconn,
                                 changed_leaders, changed_leaders_cnt);
 
         /* If there was no data, delay up to MaxWait.
-         * This isn't strictly correct since we should cut the wait short
-         * and feed newly produced data if a producer writes to the
-         * partitions, but that is too much of a hassle here since we
-         * can't block the thread. */
-        if (!totsize && MaxWait > 0)
+         * weir: or until a producer writes to one of the partitions, when
+         * the response goes at once and the consumer fetches again (see
+         * rd_kafka_mock_partition_wake_fetches()). */
+        if (!totsize && MaxWait > 0) {
                 resp->rkbuf_ts_retry = rd_clock() + (MaxWait * 1000);
+                resp->rkbuf_make_opaque         = wait;
+                resp->rkbuf_free_make_opaque_cb = rd_kafka_mock_fetch_wait_destroy;
+                wait                            = NULL;
+        }
 
         rd_kafka_mock_connection_send_response0(mconn, resp, rd_true);
         rd_free(changed_leaders);
+        rd_kafka_mock_fetch_wait_destroy(wait);
         return 0;
 
 err_parse:
         rd_kafka_buf_destroy(resp);
         rd_free(changed_leaders);
+        rd_kafka_mock_fetch_wait_destroy(wait);
         return -1;
 }
 

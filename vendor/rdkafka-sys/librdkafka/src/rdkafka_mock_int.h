@@ -564,6 +564,23 @@ rd_kafka_resp_err_t
 rd_kafka_mock_next_request_error(rd_kafka_mock_connection_t *mconn,
                                  rd_kafka_buf_t *resp);
 
+/**
+ * weir: a Fetch response held back because it had no data, with the
+ * partitions its request asked for, so that a produce to one of them sends it
+ * at once (see rd_kafka_mock_partition_wake_fetches()). Kept in the held
+ * response's rkbuf_make_opaque, freed with it.
+ */
+typedef struct rd_kafka_mock_fetch_wait_s {
+        int cnt;
+        int size;
+        rd_kafka_mock_partition_t **mparts;
+} rd_kafka_mock_fetch_wait_t;
+
+void rd_kafka_mock_fetch_wait_add(rd_kafka_mock_fetch_wait_t **waitp,
+                                  rd_kafka_mock_partition_t *mpart);
+void rd_kafka_mock_fetch_wait_destroy(void *wait);
+void rd_kafka_mock_partition_wake_fetches(rd_kafka_mock_partition_t *mpart);
+
 rd_kafka_resp_err_t
 rd_kafka_mock_partition_log_append(rd_kafka_mock_partition_t *mpart,
                                    const rd_kafkap_bytes_t *records,
