@@ -176,7 +176,11 @@ const MEMORIES_PER_COMPONENT: u32 = 2;
 /// three interleaved pairs: the plugin calls' CPU 156–166 ms a run with
 /// 1 MiB and no scan, 89–117 ms with this; peak RSS at
 /// `kafka.size_rollover_mb = 64` 196–215 MB against 189–196 MB. (16 MiB
-/// without the scan, measured before: 17 MB more peak RSS at 16 MB.)
+/// without the scan, measured before: 17 MB more peak RSS at 16 MB.) The scan
+/// goes on past its first 32 regions of written pages since weir's fix to
+/// wasmtime (vendor/wasmtime/WEIR.md): a Python or JavaScript call writes in
+/// many more places, and every page after the 32nd was faulted in again by
+/// the next call.
 const KEEP_RESIDENT_BYTES: usize = 4 << 20;
 /// Hostcall fuel beyond the output byte limit, for names and list headers.
 const OUTPUT_FUEL_SLACK: usize = 64 << 10;
