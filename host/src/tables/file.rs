@@ -56,7 +56,7 @@ pub const TABLE_DICTIONARY_PAGE_BYTES: usize = 64 << 10;
 /// (`table_write` bench): 1 row, zstd 588 µs and 4.5 KB against Snappy 64 µs
 /// and 4.3 KB; 128 rows, 668 µs / 6.2 KB against 116 µs / 7.9 KB; 512 rows,
 /// 876 µs / 11.3 KB against 276 µs / 18.8 KB. A quiet stream's batches are
-/// such files, and `weir table vacuum` compacts them into zstd ones.
+/// such files, and `weir table vacuum` compacts them into larger ones.
 pub const SMALL_FILE_ROWS: usize = 1024;
 
 /// How a parquet file is written.
