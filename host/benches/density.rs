@@ -157,6 +157,8 @@ struct Run {
     /// What this process (the embedded broker, serving the idle consumers) used meanwhile.
     broker_idle_cores: f64,
     sample: Sample,
+    /// From sending the first of the messages until the broker had acknowledged them all.
+    acked_s: f64,
     /// From sending a message to each publisher until the last has committed it.
     first_commit_s: f64,
     /// ...until half of them have.
@@ -386,6 +388,7 @@ fn run(publishers: usize, settings: &[(String, String)]) -> Run {
         });
         futures::future::join_all(sends).await;
     });
+    let acked_s = started.elapsed().as_secs_f64();
     // Each publisher's time to commit, from one `/metrics` answer every 50 ms (not a request per table,
     // which would load the node being measured).
     let mut taken: Vec<Option<f64>> = vec![None; publishers];
@@ -430,6 +433,7 @@ fn run(publishers: usize, settings: &[(String, String)]) -> Run {
         idle,
         broker_idle_cores,
         sample,
+        acked_s,
         first_commit_s,
         median_commit_s,
         phases,
@@ -594,8 +598,9 @@ fn main() {
             phase("log"),
         );
         println!(
-            "{} publishers, a message each: batches closed {:.2} s after sending (last {:.2}); then, mean (largest) seconds: decode {:.3} ({:.3}), publish {:.3} ({:.3}; the plugin's CPU {:.3} ({:.3}), writing the file {:.3} ({:.3})), commit {:.3} ({:.3}), Delta log {:.3} ({:.3}); the node used {:.2} cores meanwhile ({})",
+            "{} publishers, a message each (all acknowledged by the broker {:.2} s after the first was sent): batches closed {:.2} s after sending (last {:.2}); then, mean (largest) seconds: decode {:.3} ({:.3}), publish {:.3} ({:.3}; the plugin's CPU {:.3} ({:.3}), writing the file {:.3} ({:.3})), commit {:.3} ({:.3}), Delta log {:.3} ({:.3}); the node used {:.2} cores meanwhile ({})",
             r.publishers,
+            r.acked_s,
             closed.0,
             closed.1,
             decode.0,
