@@ -123,6 +123,34 @@ fn a_call_in_a_reused_slot_faults_few_pages_in_again() {
     }
 }
 
+/// Calls of several components by turns, as a node's publishers make them,
+/// each find a slot their own component's last call left, not another's:
+/// wasmtime keeps unused slots affine to the module that ran in them (up to
+/// `WARM_SLOTS`), where a slot another module had gets the memory image
+/// mapped afresh, and every page of it the call touches faulted in again.
+#[test]
+fn calls_of_several_plugins_by_turns_each_reuse_a_slot_of_their_own() {
+    let rt = runtime();
+    let frame = arrow::buffer::Buffer::from_vec(frame(&[clicks(1, 1)]));
+    let declared = Declared::new(vec!["clicks".into()], vec!["clicks".into()]);
+    let plugins = [python_guest("passthrough"), js_guest("passthrough"), guest("passthrough")]
+        .map(|component| rt.load(&component).unwrap());
+    let round = || {
+        for plugin in &plugins {
+            rt.publish(plugin, vec![vec![frame.clone()]], &roomy(), Some(&declared)).outcome.unwrap();
+        }
+    };
+    round();
+    let before = thread_faults();
+    const ROUNDS: i64 = 5;
+    for _ in 0..ROUNDS {
+        round();
+    }
+    let faults = (thread_faults() - before) / (ROUNDS * plugins.len() as i64);
+    // About 1 a call; about 260 when each call took the slot the one before left.
+    assert!(faults < 50, "{faults} page faults a call");
+}
+
 /// This thread's minor page faults so far.
 fn thread_faults() -> i64 {
     // SAFETY: getrusage fills the zeroed struct it is given.

@@ -90,6 +90,34 @@ fn the_cpu_deadline_counts_the_plugins_cpu_not_its_wait_for_a_core() {
     assert_next_call_succeeds(&rt);
 }
 
+/// Calls start a few at a time, but one that runs long gives its turn up: with
+/// one turn, a plugin spinning towards a 3 s deadline holds up no other call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_call_gives_its_turn_to_the_next() {
+    let config = weir::plugin::RuntimeConfig {
+        cache_dir: Some(common::shared_cache()),
+        calls_at_once: 1,
+        ..weir::plugin::RuntimeConfig::default()
+    };
+    let rt = std::sync::Arc::new(Runtime::new(config).unwrap());
+    let batch = || vec![vec![frame(&[clicks(3, 1)])]];
+    let spin = rt.load(&guest("hostile-infinite-loop")).unwrap();
+    let deadline = Duration::from_secs(3);
+    let limits = Limits { deadline, ..Limits::default() };
+    let long = tokio::spawn({
+        let (rt, batch) = (rt.clone(), batch());
+        async move { rt.publish_blocking(spin, batch, limits, None, weir::plugin::Collect::default()).await }
+    });
+    let normal = rt.load(&guest("read-clicks")).unwrap();
+    let run = rt.publish_blocking(normal, batch(), Limits::default(), None, weir::plugin::Collect::default()).await;
+    if let Err(e) = &run.outcome {
+        panic!("the normal call failed: {e}");
+    }
+    assert!(!long.is_finished(), "the normal call ran while the long one was still running");
+    let long = long.await.unwrap();
+    assert!(matches!(&long.outcome, Err(RunError::Trap(t)) if t.kind == TrapKind::Deadline { limit: deadline }));
+}
+
 /// Keeps the calling thread on the machine's first core.
 fn on_the_first_core() {
     // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes within it; 0 is this thread.

@@ -6,7 +6,8 @@
 //! third in each language, all queued at once through `publish_blocking`:
 //! each call's CPU when the calls share the cores.
 //!
-//! Run with `cargo bench -p weir --bench languages` (`-- --quick` for fewer rounds).
+//! Run with `cargo bench -p weir --bench languages` (`-- --quick` for fewer
+//! rounds, `-- --burst` for the burst alone).
 //! The Python and JavaScript components are built on first use (componentize-py,
 //! componentize-js: scripts/setup.sh installs both).
 
@@ -51,6 +52,7 @@ fn calls(rt: &Runtime, plugin: &Plugin, frame: &arrow::buffer::Buffer, rounds: u
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    let burst_only = std::env::args().any(|a| a == "--burst");
     let languages = [
         Language { name: "rust", passthrough: common::guest("read-clicks"), enrich: common::guest("clicks-enrich") },
         Language {
@@ -65,13 +67,34 @@ fn main() {
         },
     ];
 
+    if !burst_only {
+        loads_and_calls(&languages, quick);
+    }
+    println!("a burst: 999 one-row passthrough calls, ten at a time of each language in turn, queued at once");
+    let burst = burst(&languages);
+    println!(
+        "{} wall, {:.2} cores; CPU a call: Rust {:.2} ms, Python {:.2} ms, JavaScript {:.2} ms; {:.0} page faults a call; {} MB RSS added",
+        fmt(burst.wall),
+        burst.cores,
+        burst.cpu_ms[0],
+        burst.cpu_ms[1],
+        burst.cpu_ms[2],
+        burst.faults,
+        burst.rss_mb
+    );
+    println!();
+    println!("targets: passthrough call ≤ 2x rust's at 64k rows in every language; instantiate ≤ 10 ms");
+}
+
+/// Each language's load and call figures: the tables before the burst.
+fn loads_and_calls(languages: &[Language], quick: bool) {
     println!("loading the passthrough component");
     println!("{:>11} {:>10} {:>13} {:>12}", "language", "size", "cold compile", "cached load");
     let cache = tempfile::tempdir().expect("tempdir");
     let cached_rt =
         Runtime::new(RuntimeConfig { cache_dir: Some(cache.path().to_path_buf()), ..RuntimeConfig::default() })
             .expect("runtime");
-    for language in &languages {
+    for language in languages {
         let fresh = Runtime::new(RuntimeConfig::default()).expect("runtime");
         let started = Instant::now();
         fresh.load(&language.passthrough).expect("compile");
@@ -104,7 +127,7 @@ fn main() {
             let rounds = if quick { rounds.div_ceil(4) } else { rounds };
             let frame = arrow::buffer::Buffer::from_vec(common::frame(&[common::clicks(rows, 7)]));
             let mut rust_call = None;
-            for language in &languages {
+            for language in languages {
                 let component = if pick == 0 { &language.passthrough } else { &language.enrich };
                 let plugin = rt.load(component).expect("load");
                 let (instantiate, call) = calls(&rt, &plugin, &frame, rounds);
@@ -122,20 +145,6 @@ fn main() {
         }
     }
     println!();
-    println!("a burst: 999 one-row passthrough calls, ten at a time of each language in turn, queued at once");
-    let burst = burst(&languages);
-    println!(
-        "{} wall, {:.2} cores; CPU a call: Rust {:.2} ms, Python {:.2} ms, JavaScript {:.2} ms; {:.0} page faults a call; {} MB RSS added",
-        fmt(burst.wall),
-        burst.cores,
-        burst.cpu_ms[0],
-        burst.cpu_ms[1],
-        burst.cpu_ms[2],
-        burst.faults,
-        burst.rss_mb
-    );
-    println!();
-    println!("targets: passthrough call ≤ 2x rust's at 64k rows in every language; instantiate ≤ 10 ms");
 }
 
 struct Burst {

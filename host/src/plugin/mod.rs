@@ -52,11 +52,15 @@ pub struct RuntimeConfig {
     pub max_module_bytes: usize,
     /// How many calls may run at once (sizes the instance pool).
     pub max_concurrent_calls: u32,
+    /// How many calls start at once (see [`Runtime::publish_blocking`]): the
+    /// cores, by default.
+    pub calls_at_once: u32,
 }
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
-        Self { cache_dir: None, max_module_bytes: 64 << 20, max_concurrent_calls: 64 }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        Self { cache_dir: None, max_module_bytes: 64 << 20, max_concurrent_calls: 64, calls_at_once: cores }
     }
 }
 
@@ -171,8 +175,8 @@ const MEMORIES_PER_COMPONENT: u32 = 2;
 /// with Linux's `PAGEMAP_SCAN`) instead of handed back to the kernel, so the
 /// next call in the slot takes no page fault on them. A streaming call touches
 /// little more than one partition's frame: 4 MiB covers a 65,536-message
-/// batch's. Slots are reused before fresh ones are taken, so only as many
-/// slots as calls ever ran at once hold this. Measured on Tansu, 2M messages,
+/// batch's. Only the slots in use and up to [`WARM_SLOTS`] unused ones hold
+/// this (calls start a few at a time, so few are in use). Measured on Tansu, 2M messages,
 /// three interleaved pairs: the plugin calls' CPU 156–166 ms a run with
 /// 1 MiB and no scan, 89–117 ms with this; peak RSS at
 /// `kafka.size_rollover_mb = 64` 196–215 MB against 189–196 MB. (16 MiB
@@ -182,6 +186,21 @@ const MEMORIES_PER_COMPONENT: u32 = 2;
 /// many more places, and every page after the 32nd was faulted in again by
 /// the next call.
 const KEEP_RESIDENT_BYTES: usize = 4 << 20;
+/// A call that runs longer than this gives its turn to the next (see
+/// [`Runtime::publish_blocking`]).
+const SHORT_CALL: Duration = Duration::from_millis(50);
+/// Unused pool slots kept for the module that last ran in each: a call of a
+/// component takes a slot its own last call left, when one is free, and a
+/// never-used slot rather than another module's while fewer than this are
+/// kept. A slot another module had gets this one's memory image mapped
+/// afresh, and every page of it the call touches faulted in again: about 290
+/// faults for a Python call, each a copy-on-write that on this virtual
+/// machine interrupts the other core. Measured with the `languages` bench's
+/// burst (999 one-row calls, ten of a language after ten of the next, two at
+/// a time): 1.44–1.71 s, 54–83 faults a call, with none kept; 0.94 s, 4
+/// faults a call, with 16; RSS 161 → 207 MB. Past this, the slot unused the
+/// longest goes to whichever module needs one.
+const WARM_SLOTS: u32 = 16;
 /// Hostcall fuel beyond the output byte limit, for names and list headers.
 const OUTPUT_FUEL_SLACK: usize = 64 << 10;
 
@@ -198,6 +217,8 @@ pub struct Runtime {
     /// call beyond the pool would fail to instantiate (a burst of batches
     /// across many publishers spent attempts on that).
     calls: Arc<tokio::sync::Semaphore>,
+    /// Turns to start a call: see [`Runtime::publish_blocking`].
+    turns: Arc<tokio::sync::Semaphore>,
     _ticker: EpochTicker,
 }
 
@@ -219,6 +240,7 @@ impl Runtime {
             loaded: Mutex::default(),
             max_module_bytes: config.max_module_bytes,
             calls: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_calls.max(1) as usize)),
+            turns: Arc::new(tokio::sync::Semaphore::new(config.calls_at_once.max(1) as usize)),
             _ticker: ticker,
         })
     }
@@ -354,7 +376,16 @@ impl Runtime {
 
     /// [`Runtime::publish_into`] on tokio's blocking pool, so the CPU-bound
     /// call never stalls the async reactor, once an instance of the pool is
-    /// free (the wait is not the plugin's time).
+    /// free and it is the call's turn (the waits are not the plugin's time).
+    ///
+    /// Calls start a few at a time ([`RuntimeConfig::calls_at_once`], the
+    /// cores): a burst of small batches across many publishers runs through a
+    /// few warm pool slots one after another, instead of all at once in as
+    /// many slots, each of which then keeps the memory its call wrote resident
+    /// (up to `KEEP_RESIDENT_BYTES` a memory). A call still running after
+    /// [`SHORT_CALL`] gives its turn to the next, so a long call (or a plugin
+    /// spending its whole deadline) holds up no other publisher's: those share
+    /// the cores as before, up to the pool's size.
     pub async fn publish_blocking<F: FrameBytes, S: OutputSink>(
         self: &Arc<Self>,
         plugin: Plugin,
@@ -364,12 +395,20 @@ impl Runtime {
         sink: S,
     ) -> Run<S> {
         let runtime = self.clone();
-        let permit = self.calls.clone().acquire_owned().await.expect("the semaphore is never closed");
-        let task = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
+        let instance = self.calls.clone().acquire_owned().await.expect("the semaphore is never closed");
+        let turn = self.turns.clone().acquire_owned().await.expect("the semaphore is never closed");
+        let mut task = tokio::task::spawn_blocking(move || {
+            let _instance = instance;
             runtime.publish_into(&plugin, slots, &limits, declared.as_ref(), sink)
         });
-        match task.await {
+        let joined = match tokio::time::timeout(SHORT_CALL, &mut task).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                drop(turn);
+                task.await
+            }
+        };
+        match joined {
             Ok(run) => run,
             // `publish` catches every guest fault; a panic here is a host bug, so keep it loud.
             Err(e) => std::panic::resume_unwind(e.into_panic()),
@@ -479,13 +518,12 @@ fn engine_config(max_concurrent_calls: u32) -> Config {
         .max_memory_size(MAX_MEMORY_BYTES as usize)
         // Zero reused memory with memset instead of returning it to the kernel,
         // so the next call does not pay a page fault per page it touches; only
-        // the pages a call dirtied (where the kernel can say which), and in as
-        // few slots as ever ran at once (a freed slot is reused, whichever
-        // module had it, before a fresh one is taken).
+        // the pages a call dirtied (where the kernel can say which), in the
+        // slots in use and up to WARM_SLOTS others.
         .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
         .table_keep_resident(KEEP_RESIDENT_BYTES)
         .pagemap_scan(wasmtime::Enabled::Auto)
-        .max_unused_warm_slots(0);
+        .max_unused_warm_slots(WARM_SLOTS);
     let mut config = Config::new();
     config
         .wasm_component_model(true)
