@@ -109,6 +109,8 @@ async fn a_long_call_gives_its_turn_to_the_next() {
         async move { rt.publish_blocking(spin, batch, limits, None, weir::plugin::Collect::default()).await }
     });
     let normal = rt.load(&guest("read-clicks")).unwrap();
+    // The long call has taken the one turn by now (and, past 50 ms, given it up).
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let run = rt.publish_blocking(normal, batch(), Limits::default(), None, weir::plugin::Collect::default()).await;
     if let Err(e) = &run.outcome {
         panic!("the normal call failed: {e}");

@@ -176,9 +176,9 @@ const MEMORIES_PER_COMPONENT: u32 = 2;
 /// next call in the slot takes no page fault on them. A streaming call touches
 /// little more than one partition's frame: 4 MiB covers a 65,536-message
 /// batch's. Only the slots in use and up to [`WARM_SLOTS`] unused ones hold
-/// this (calls start a few at a time, so few are in use). Measured on Tansu, 2M messages,
-/// three interleaved pairs: the plugin calls' CPU 156–166 ms a run with
-/// 1 MiB and no scan, 89–117 ms with this; peak RSS at
+/// this (calls start a few at a time, so few are in use). Measured on Tansu,
+/// 2M messages, three interleaved pairs: the plugin calls' CPU 156–166 ms a
+/// run with 1 MiB and no scan, 89–117 ms with this; peak RSS at
 /// `kafka.size_rollover_mb = 64` 196–215 MB against 189–196 MB. (16 MiB
 /// without the scan, measured before: 17 MB more peak RSS at 16 MB.) The scan
 /// goes on past its first 32 regions of written pages since weir's fix to
@@ -193,9 +193,9 @@ const SHORT_CALL: Duration = Duration::from_millis(50);
 /// component takes a slot its own last call left, when one is free, and a
 /// never-used slot rather than another module's while fewer than this are
 /// kept. A slot another module had gets this one's memory image mapped
-/// afresh, and every page of it the call touches faulted in again: about 290
-/// faults for a Python call, each a copy-on-write that on this virtual
-/// machine interrupts the other core. Measured with the `languages` bench's
+/// afresh, and every page of it the call touches faulted in again: about 260
+/// faults a call, each a copy-on-write that on this virtual machine
+/// interrupts the other core. Measured with the `languages` bench's
 /// burst (999 one-row calls, ten of a language after ten of the next, two at
 /// a time): 1.44–1.71 s, 54–83 faults a call, with none kept; 0.94 s, 4
 /// faults a call, with 16; RSS 161 → 207 MB. Past this, the slot unused the
