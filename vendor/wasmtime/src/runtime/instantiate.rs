@@ -25,6 +25,12 @@ pub struct CompiledModule {
     index: Arc<CompiledFunctionsTable>,
     /// Sorted list, by function index, of names we have for this module.
     func_names: Vec<FunctionName>,
+    /// weir: where each defined function and its array-to-wasm trampoline
+    /// (if it has one) are in the text section, by `DefinedFuncIndex`.
+    /// Looking them up in `index` searches it, and an instance initializes a
+    /// funcref per `ref.func` it runs: thousands at every instantiation of a
+    /// dynamically linked component (componentize-py fills its tables so).
+    defined_funcs: Vec<(FunctionLoc, Option<FunctionLoc>)>,
 }
 
 impl CompiledModule {
@@ -51,13 +57,24 @@ impl CompiledModule {
         index: Arc<CompiledFunctionsTable>,
         profiler: &dyn ProfilingAgent,
     ) -> Result<Self> {
+        let module = try_new::<Arc<_>>(info.module)?;
+        let defined_funcs = module
+            .defined_func_indices()
+            .map(|i| {
+                let wasm = FuncKey::DefinedWasmFunction(module.module_index, i);
+                let array = FuncKey::ArrayToWasmTrampoline(module.module_index, i);
+                let wasm = *index.func_loc(wasm).expect("defined function should be present");
+                (wasm, index.func_loc(array).copied())
+            })
+            .collect();
         let mut ret = Self {
             unique_id: CompiledModuleId::new(),
             engine_code,
-            module: try_new::<Arc<_>>(info.module)?,
+            module,
             meta: info.meta,
             index,
             func_names: info.func_names,
+            defined_funcs,
         };
         ret.register_profiling(profiler)?;
 
@@ -125,7 +142,16 @@ impl CompiledModule {
     /// points to.
     #[inline]
     pub fn function_range(&self, key: FuncKey) -> Range<usize> {
-        let loc = self.func_loc(key);
+        let defined = |module, index: DefinedFuncIndex| match module == self.module_index() {
+            true => self.defined_funcs.get(index.as_u32() as usize),
+            false => None,
+        };
+        let loc = match key {
+            FuncKey::DefinedWasmFunction(module, index) => defined(module, index).map(|(wasm, _)| wasm),
+            FuncKey::ArrayToWasmTrampoline(module, index) => defined(module, index).and_then(|(_, array)| array.as_ref()),
+            _ => None,
+        };
+        let loc = loc.unwrap_or_else(|| self.func_loc(key));
         let start = usize::try_from(loc.start).unwrap();
         let end = usize::try_from(loc.start + loc.length).unwrap();
         start..end
