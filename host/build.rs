@@ -1,5 +1,7 @@
 //! Builds the guest examples and hostile fixtures (their own workspace, for
-//! wasm32-wasip2) so the tests, the benchmark and `weir demo` can load them. The components land in
+//! wasm32-wasip2) so the tests, the benchmark and `weir demo` can load them,
+//! and the columnar kernels, which the binary embeds for `weir plugin build`
+//! to compose in. The components land in
 //! `<target>/guests/wasm32-wasip2/release/`, outside the source tree; none is
 //! ever committed.
 
@@ -14,9 +16,17 @@ fn main() {
     // would have one clone watch the other's sources.
     // Only the Rust guests: the Python and JavaScript ones (and their
     // node_modules, __pycache__) are built by the tests that use them.
-    for path in
-        ["Cargo.toml", "Cargo.lock", "sdk", "clicks-enrich", "read-clicks", "passthrough", "fixtures", "hostile"]
-    {
+    for path in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "sdk",
+        "kernels",
+        "clicks-enrich",
+        "read-clicks",
+        "passthrough",
+        "fixtures",
+        "hostile",
+    ] {
         println!("cargo:rerun-if-changed=../guest-examples/{path}");
     }
     println!("cargo:rerun-if-changed=../wit");

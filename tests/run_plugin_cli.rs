@@ -310,6 +310,37 @@ fn a_new_javascript_publisher_builds_and_runs() {
     new_build_run("javascript", "hello_js");
 }
 
+/// A JavaScript publisher over weir's columnar kernels: `weir plugin build`
+/// composes them in, and the component runs on the project's sample.
+#[test]
+fn a_javascript_publisher_over_the_kernels_builds_with_them_composed_in_and_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("kernels_js");
+    let project_arg = project.display().to_string();
+    assert!(weir(&["plugin", "new", "kernels_js", "--language", "javascript", "--dir", &project_arg]).status.success());
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/js/kernels-filter/app.js");
+    std::fs::copy(example, project.join("app.js")).unwrap();
+    let built = weir(&["plugin", "build", &project_arg]);
+    let said = text(&built.stdout);
+    assert!(built.status.success(), "{said}{}", text(&built.stderr));
+    assert!(said.trim_end().ends_with("MiB, weir:publisher@0.2.1)"), "composed, it imports no kernels: {said}");
+    let component = PathBuf::from(said["built ".len()..].split(" (").next().unwrap());
+    let (out, declaration) = (dir.path().join("out"), project.join("publisher.toml").display().to_string());
+    let ran = run_on_sample(&component, &out, &["--declaration", &declaration]);
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    let frame = weir::input::read(&out.join("clicks.parquet"), None).unwrap();
+    let sample = std::fs::read_to_string(project.join("sample.jsonl")).unwrap();
+    let long = sample
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["duration_ms"].as_i64())
+        .filter(|&ms| ms >= 100)
+        .count();
+    assert!(long > 0 && long < 240);
+    assert_eq!(frame.batches.iter().map(|b| b.num_rows()).sum::<usize>(), long);
+    let columns: Vec<&str> = frame.schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(columns, ["event_id", "url", "duration_ms", "duration_s"]);
+}
+
 /// A new project in `language` whose code is changed to do each of `cases`
 /// (a statement, put after `anchor`) and then fail with the error given.
 fn raises(language: &str, app: &str, anchor: &str, cases: &[(&str, &str)]) {

@@ -16,6 +16,9 @@ if (!entry) fail(`${project} has no app.ts or app.js`);
 const out = resolve(process.argv[3] ?? join(project, `${basename(project).replaceAll('-', '_')}.wasm`));
 // The project's own WIT when it carries one, else this repository's.
 const wit = [join(project, 'wit'), join(sdk, '../../../wit')].find(existsSync);
+// A publisher that imports weir's columnar kernels is built against their
+// world, and has them composed in afterwards (`weir plugin build` does).
+const kernelsWit = [join(project, 'wit/frames'), join(sdk, '../../../wit/frames')].find(existsSync);
 
 /**
  * `{ bundleLine: "app.ts:line" }` for every line of the bundle that comes from
@@ -100,10 +103,11 @@ try {
   const lines = authorsLines(output[0].map, work);
   await writeFile(source, `${output[0].code}\nglobalThis.__weirLines = ${JSON.stringify(lines)};\n`);
   // No wasi:http: weir grants no network, and a component that imports it would be refused.
+  const kernels = output[0].imports.some((i) => i.startsWith('weir:frames/'));
   const { component } = await componentize({
     sourcePath: source,
-    witPath: wit,
-    worldName: 'stream-publisher',
+    witPath: kernels ? kernelsWit : wit,
+    worldName: kernels ? 'publisher' : 'stream-publisher',
     disableFeatures: ['http', 'fetch-event'],
   });
   await writeFile(out, component);

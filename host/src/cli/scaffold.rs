@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context as _, bail};
-use weir::plugin::import_allowed;
+use weir::plugin::{compose, import_allowed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Language {
@@ -21,6 +21,8 @@ pub enum Language {
 }
 
 const WIT: &str = include_str!("../../../wit/publisher.wit");
+/// weir's columnar kernels (`weir:frames`), which `weir plugin build` composes in.
+const KERNELS_WIT: &str = include_str!("../../../wit/frames/kernels.wit");
 const SDK: &str = include_str!("../../../guest-examples/sdk/src/lib.rs");
 const SAMPLE: &str = include_str!("../../../guest-examples/data/clicks.jsonl");
 /// The sample's JSON Schema, which the scaffolded declaration names.
@@ -217,6 +219,8 @@ fn files(name: &str, language: Language) -> Vec<(PathBuf, String)> {
                 (PathBuf::from("package-lock.json"), package(JS_LOCK)),
                 (PathBuf::from("tsconfig.json"), JS_TSCONFIG.to_string()),
                 (PathBuf::from("wit/publisher.wit"), WIT.to_string()),
+                (PathBuf::from("wit/frames/kernels.wit"), KERNELS_WIT.to_string()),
+                (PathBuf::from("wit/frames/deps/publisher.wit"), WIT.to_string()),
             ]);
             files.extend(JS_SDK.iter().map(|(file, text)| (Path::new("weir").join(file), text.to_string())));
         }
@@ -401,7 +405,18 @@ fn build_js(dir: &Path) -> anyhow::Result<PathBuf> {
         let stale = remove_stale(&wasm);
         bail!("the build of {} failed{stale}:\n{}", dir.display(), reason(&out.stderr));
     }
+    compose_kernels(&wasm)?;
     Ok(wasm)
+}
+
+/// Composes weir's columnar kernels into the component at `wasm` when it imports them.
+fn compose_kernels(wasm: &Path) -> anyhow::Result<()> {
+    let bytes = std::fs::read(wasm).with_context(|| format!("reading {}", wasm.display()))?;
+    if compose::imports_kernels(&bytes)? {
+        let composed = compose::with_kernels(&bytes).context("composing the kernels into the component")?;
+        std::fs::write(wasm, composed).with_context(|| format!("writing {}", wasm.display()))?;
+    }
+    Ok(())
 }
 
 fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {

@@ -28,6 +28,10 @@ pub enum LoadError {
     #[error("the plugin imports `{import}`, which publishers may not use; allowed imports are `{host}` and the WASI 0.2 cli, clocks, io, random, filesystem and sockets interfaces (served with no files and no network)", host = super::bindings::HOST_INTERFACES.join("`, `"))]
     ForbiddenImport { import: String },
     #[error(
+        "the plugin imports `{import}`, weir's columnar kernels, which are not served by the host but composed into the publisher's component when it is built: build it with `weir plugin build`"
+    )]
+    KernelsNotComposed { import: String },
+    #[error(
         "the component does not implement the `weir:publisher/stream-publisher` world, version 0.2.x or 0.1.0: {reason}; generate its bindings from weir's `wit/` (the weir-guest SDK does)"
     )]
     WrongWorld { reason: String },

@@ -95,7 +95,10 @@ pub fn link(engine: &Engine, linker: &Linker<Sandbox>, component: &Component) ->
     // `frames`) names a type; it grants nothing.
     let grants = |item: &ComponentExtern| !matches!(item.ty, ComponentItem::Type(_) | ComponentItem::Resource(_));
     if let Some((import, _)) = ty.imports(engine).find(|(name, item)| grants(item) && !import_allowed(name)) {
-        return Err(LoadError::ForbiddenImport { import: import.to_string() });
+        return Err(match import.starts_with("weir:frames/") {
+            true => LoadError::KernelsNotComposed { import: import.to_string() },
+            false => LoadError::ForbiddenImport { import: import.to_string() },
+        });
     }
     let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld { reason: format!("{e:#}") };
     let pre = linker.instantiate_pre(component).map_err(wrong_world)?;

@@ -8,6 +8,7 @@
 
 mod bindings;
 mod cache;
+pub mod compose;
 mod error;
 pub mod frames;
 mod language;

@@ -1,0 +1,287 @@
+//! Expressions: evaluated over a frame's columns by arrow-rs's kernels, and
+//! written back as text (`col("url") >= 100`) for the errors that name them.
+
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Datum, Float64Array, Int64Array, NullArray, RecordBatch, Scalar, StringArray,
+    UInt32Array, cast::AsArray, new_null_array,
+};
+use arrow_cast::cast::{CastOptions, cast_with_options};
+use arrow_schema::DataType;
+
+use crate::exports::weir::frames::kernels::{BinaryOp, Expr, Literal, Node, UnaryOp};
+
+/// A node's value: a column of the frame's length, or a literal's one value.
+#[derive(Clone)]
+enum Value {
+    Array(ArrayRef),
+    Scalar(ArrayRef),
+}
+
+impl Value {
+    fn array(&self) -> &ArrayRef {
+        match self {
+            Value::Array(a) | Value::Scalar(a) => a,
+        }
+    }
+
+    fn data_type(&self) -> &DataType {
+        self.array().data_type()
+    }
+
+    fn is_scalar(&self) -> bool {
+        matches!(self, Value::Scalar(_))
+    }
+
+    /// The same kind of value, of `array`.
+    fn like(&self, array: ArrayRef) -> Value {
+        match self {
+            Value::Array(_) => Value::Array(array),
+            Value::Scalar(_) => Value::Scalar(array),
+        }
+    }
+
+    /// As many values as the frame has rows.
+    fn broadcast(self, rows: usize) -> Result<ArrayRef, String> {
+        match self {
+            Value::Array(a) => Ok(a),
+            Value::Scalar(s) if s.data_type() == &DataType::Null => Ok(new_null_array(&DataType::Null, rows)),
+            Value::Scalar(s) => {
+                arrow_select::take::take(&s, &UInt32Array::from(vec![0; rows]), None).map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// Calls `f` with both values as arrow-rs datums (a literal as a scalar).
+fn datums<R>(l: &Value, r: &Value, f: impl FnOnce(&dyn Datum, &dyn Datum) -> R) -> R {
+    let (ls, rs);
+    let ld: &dyn Datum = match l {
+        Value::Array(a) => a,
+        Value::Scalar(s) => {
+            ls = Scalar::new(s.clone());
+            &ls
+        }
+    };
+    let rd: &dyn Datum = match r {
+        Value::Array(a) => a,
+        Value::Scalar(s) => {
+            rs = Scalar::new(s.clone());
+            &rs
+        }
+    };
+    f(ld, rd)
+}
+
+/// `expr`'s value over `batch` as a boolean mask, for a filter.
+pub fn predicate(expr: &Expr, batch: &RecordBatch) -> Result<BooleanArray, String> {
+    let value = evaluate(expr, batch)?;
+    match value.data_type() {
+        DataType::Boolean => Ok(value.broadcast(batch.num_rows())?.as_boolean().clone()),
+        other => Err(format!("{}: a filter needs a boolean, not {other}", text(expr))),
+    }
+}
+
+/// `expr`'s value over `batch`, one value a row.
+pub fn column(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef, String> {
+    evaluate(expr, batch)?.broadcast(batch.num_rows())
+}
+
+/// Why `name` is no column of `batch`.
+pub fn no_column(name: &str, batch: &RecordBatch) -> String {
+    let schema = batch.schema();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    format!("the frame has no column `{name}` (its columns: {})", names.join(", "))
+}
+
+fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Value, String> {
+    if expr.nodes.is_empty() {
+        return Err("an empty expression".into());
+    }
+    let fail = |problem: String| format!("{}: {problem}", text(expr));
+    let mut values: Vec<Value> = Vec::with_capacity(expr.nodes.len());
+    for (at, node) in expr.nodes.iter().enumerate() {
+        let operand = |i: u32| match values.get(i as usize) {
+            Some(v) if (i as usize) < at => Ok(v.clone()),
+            _ => Err(format!("a malformed expression: node {at} uses node {i}, which does not come before it")),
+        };
+        let value = match node {
+            Node::Column(name) => {
+                Value::Array(batch.column_by_name(name).cloned().ok_or_else(|| fail(no_column(name, batch)))?)
+            }
+            Node::Literal(literal) => Value::Scalar(literal_array(literal)),
+            Node::Unary((op, a)) => unary(*op, operand(*a)?).map_err(fail)?,
+            Node::Binary((op, a, b)) => binary(*op, operand(*a)?, operand(*b)?).map_err(fail)?,
+        };
+        values.push(value);
+    }
+    Ok(values.pop().expect("at least one node"))
+}
+
+fn literal_array(literal: &Literal) -> ArrayRef {
+    match literal {
+        Literal::Null => std::sync::Arc::new(NullArray::new(1)),
+        Literal::Boolean(b) => std::sync::Arc::new(BooleanArray::from(vec![*b])),
+        Literal::Int(i) => std::sync::Arc::new(Int64Array::from(vec![*i])),
+        Literal::Float(f) => std::sync::Arc::new(Float64Array::from(vec![*f])),
+        Literal::Text(s) => std::sync::Arc::new(StringArray::from(vec![s.as_str()])),
+    }
+}
+
+fn unary(op: UnaryOp, a: Value) -> Result<Value, String> {
+    let array = a.array();
+    let result: ArrayRef = match op {
+        UnaryOp::Not => match array.as_boolean_opt() {
+            Some(b) => std::sync::Arc::new(arrow_arith::boolean::not(b).map_err(|e| e.to_string())?),
+            None => return Err(format!("not needs a boolean, not {}", array.data_type())),
+        },
+        UnaryOp::IsNull => std::sync::Arc::new(arrow_arith::boolean::is_null(array).map_err(|e| e.to_string())?),
+        UnaryOp::IsNotNull => std::sync::Arc::new(arrow_arith::boolean::is_not_null(array).map_err(|e| e.to_string())?),
+        UnaryOp::Neg => arrow_arith::numeric::neg(array).map_err(|e| e.to_string())?,
+    };
+    Ok(a.like(result))
+}
+
+fn binary(op: BinaryOp, l: Value, r: Value) -> Result<Value, String> {
+    let scalar = l.is_scalar() && r.is_scalar();
+    let wrap = |array: ArrayRef| if scalar { Value::Scalar(array) } else { Value::Array(array) };
+    if matches!(op, BinaryOp::And | BinaryOp::Or) {
+        let rows = l.array().len().max(r.array().len());
+        let (l, r) = (boolean(l, rows)?, boolean(r, rows)?);
+        let result = match op {
+            BinaryOp::And => arrow_arith::boolean::and_kleene(&l, &r),
+            _ => arrow_arith::boolean::or_kleene(&l, &r),
+        };
+        return Ok(wrap(std::sync::Arc::new(result.map_err(|e| e.to_string())?)));
+    }
+    let (l, r) = coerce(l, r, op)?;
+    // Division is true division, as in Polars: integers divide as floats.
+    let (l, r) = match op {
+        BinaryOp::Div if l.data_type().is_integer() => (to_float(&l)?, to_float(&r)?),
+        _ => (l, r),
+    };
+    let result: Result<ArrayRef, _> = datums(&l, &r, |a, b| match op {
+        BinaryOp::Eq => arrow_ord::cmp::eq(a, b).map(|m| std::sync::Arc::new(m) as ArrayRef),
+        BinaryOp::Ne => arrow_ord::cmp::neq(a, b).map(|m| std::sync::Arc::new(m) as ArrayRef),
+        BinaryOp::Lt => arrow_ord::cmp::lt(a, b).map(|m| std::sync::Arc::new(m) as ArrayRef),
+        BinaryOp::Le => arrow_ord::cmp::lt_eq(a, b).map(|m| std::sync::Arc::new(m) as ArrayRef),
+        BinaryOp::Gt => arrow_ord::cmp::gt(a, b).map(|m| std::sync::Arc::new(m) as ArrayRef),
+        BinaryOp::Ge => arrow_ord::cmp::gt_eq(a, b).map(|m| std::sync::Arc::new(m) as ArrayRef),
+        BinaryOp::Add => arrow_arith::numeric::add(a, b),
+        BinaryOp::Sub => arrow_arith::numeric::sub(a, b),
+        BinaryOp::Mul => arrow_arith::numeric::mul(a, b),
+        BinaryOp::Div => arrow_arith::numeric::div(a, b),
+        BinaryOp::And | BinaryOp::Or => unreachable!("boolean logic is above"),
+    });
+    Ok(wrap(result.map_err(|e| e.to_string())?))
+}
+
+/// A boolean operand of `and` / `or`, as many values as the other's.
+fn boolean(v: Value, rows: usize) -> Result<BooleanArray, String> {
+    let v = match v.data_type() {
+        DataType::Null => Value::Scalar(new_null_array(&DataType::Boolean, 1)),
+        DataType::Boolean => v,
+        other => return Err(format!("and / or need booleans, not {other}")),
+    };
+    Ok(v.broadcast(rows)?.as_boolean().clone())
+}
+
+/// The two operands of `op`, of one type: a literal takes the column's type
+/// where its value fits (`col("id") > 5` on an int32 column; a text literal
+/// against a timestamp is read as one), numbers of different types meet at
+/// int64 or float64, and anything else does not fit together.
+fn coerce(l: Value, r: Value, op: BinaryOp) -> Result<(Value, Value), String> {
+    let (lt, rt) = (l.data_type().clone(), r.data_type().clone());
+    if lt == rt {
+        return Ok((l, r));
+    }
+    let strict = CastOptions { safe: false, ..Default::default() };
+    let cast = |v: &Value, to: &DataType| cast_with_options(v.array(), to, &strict).map(|a| v.like(a));
+    if r.is_scalar() && (rt == DataType::Null || fits(&rt, &lt)) {
+        if let Ok(r) = cast(&r, &lt) {
+            return Ok((l, r));
+        }
+    }
+    if l.is_scalar() && (lt == DataType::Null || fits(&lt, &rt)) {
+        if let Ok(l) = cast(&l, &rt) {
+            return Ok((l, r));
+        }
+    }
+    if let Some(to) = common_number(&lt, &rt) {
+        let widened = cast(&l, &to).and_then(|l| Ok((l, cast(&r, &to)?)));
+        return widened.map_err(|e| e.to_string());
+    }
+    let verb = if matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div) {
+        "do arithmetic on"
+    } else {
+        "compare"
+    };
+    Err(format!("cannot {verb} {lt} and {rt}"))
+}
+
+/// Whether a literal of type `from` may be read as `to`: an integer as any
+/// number, a float as a float, text as a time or date.
+fn fits(from: &DataType, to: &DataType) -> bool {
+    (from.is_integer() && to.is_numeric())
+        || (from.is_floating() && to.is_floating())
+        || (from == &DataType::Utf8 && to.is_temporal())
+}
+
+fn to_float(v: &Value) -> Result<Value, String> {
+    cast_with_options(v.array(), &DataType::Float64, &CastOptions::default())
+        .map(|a| v.like(a))
+        .map_err(|e| e.to_string())
+}
+
+fn common_number(a: &DataType, b: &DataType) -> Option<DataType> {
+    match (a.is_numeric(), b.is_numeric()) {
+        (true, true) if a.is_floating() || b.is_floating() => Some(DataType::Float64),
+        (true, true) if a.is_integer() && b.is_integer() => Some(DataType::Int64),
+        _ => None,
+    }
+}
+
+/// `expr` as an expression's text: `(col("duration_ms") >= 100) & col("url").is_not_null()`.
+pub fn text(expr: &Expr) -> String {
+    let mut texts: Vec<String> = Vec::with_capacity(expr.nodes.len());
+    for node in &expr.nodes {
+        let of = |i: u32| texts.get(i as usize).cloned().unwrap_or_else(|| "?".into());
+        let text = match node {
+            Node::Column(name) => format!("col({name:?})"),
+            Node::Literal(Literal::Null) => "null".into(),
+            Node::Literal(Literal::Boolean(b)) => b.to_string(),
+            Node::Literal(Literal::Int(i)) => i.to_string(),
+            Node::Literal(Literal::Float(f)) => format!("{f:?}"),
+            Node::Literal(Literal::Text(s)) => format!("{s:?}"),
+            Node::Unary((op, a)) => match op {
+                UnaryOp::Not => format!("~{}", of(*a)),
+                UnaryOp::IsNull => format!("{}.is_null()", of(*a)),
+                UnaryOp::IsNotNull => format!("{}.is_not_null()", of(*a)),
+                UnaryOp::Neg => format!("-{}", of(*a)),
+            },
+            Node::Binary((op, a, b)) => {
+                let symbol = match op {
+                    BinaryOp::Eq => "==",
+                    BinaryOp::Ne => "!=",
+                    BinaryOp::Lt => "<",
+                    BinaryOp::Le => "<=",
+                    BinaryOp::Gt => ">",
+                    BinaryOp::Ge => ">=",
+                    BinaryOp::And => "&",
+                    BinaryOp::Or => "|",
+                    BinaryOp::Add => "+",
+                    BinaryOp::Sub => "-",
+                    BinaryOp::Mul => "*",
+                    BinaryOp::Div => "/",
+                };
+                format!("({} {symbol} {})", of(*a), of(*b))
+            }
+        };
+        texts.push(text);
+    }
+    let whole = texts.pop().unwrap_or_default();
+    // The outermost parentheses say nothing.
+    match whole.strip_prefix('(').and_then(|t| t.strip_suffix(')')) {
+        Some(inner) if matches!(expr.nodes.last(), Some(Node::Binary(_))) => format!("`{inner}`"),
+        _ => format!("`{whole}`"),
+    }
+}

@@ -1,0 +1,56 @@
+//! Composing a publisher with the components it imports, as `wac plug` does:
+//! each import of the publisher that one of `plugs` exports is satisfied by
+//! an instance of that plug, inside the one component that comes out. The
+//! kernels (`weir:frames/kernels`) reach a Python or TypeScript publisher this
+//! way: the result runs in one sandbox, its imports those of its parts minus
+//! the ones plugged.
+
+use anyhow::Context as _;
+use wac_graph::types::Package;
+use wac_graph::{CompositionGraph, EncodeOptions};
+
+/// The kernels component (`guest-examples/kernels`, built with weir).
+pub const KERNELS: &[u8] = include_bytes!(concat!(env!("WEIR_GUESTS_DIR"), "/kernels.wasm"));
+
+/// Whether `component` imports the kernels (and so needs them composed in).
+pub fn imports_kernels(component: &[u8]) -> anyhow::Result<bool> {
+    // Only the outermost component's imports count: nested ones come between a `Version` and its `End`.
+    let mut depth = 0usize;
+    for payload in wasmparser::Parser::new(0).parse_all(component) {
+        match payload.context("the component is malformed")? {
+            wasmparser::Payload::Version { .. } => depth += 1,
+            wasmparser::Payload::End(_) => depth = depth.saturating_sub(1),
+            wasmparser::Payload::ComponentImportSection(imports) if depth == 1 => {
+                for import in imports {
+                    if import.context("the component is malformed")?.name.name.starts_with("weir:frames/") {
+                        return Ok(true);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(false)
+}
+
+/// `component` with the kernels composed in.
+pub fn with_kernels(component: &[u8]) -> anyhow::Result<Vec<u8>> {
+    plug(component, &[("kernels", KERNELS)])
+}
+
+/// `socket` with its imports that `plugs` (`(name, component)`) export
+/// plugged by them.
+pub fn plug(socket: &[u8], plugs: &[(&str, &[u8])]) -> anyhow::Result<Vec<u8>> {
+    let mut graph = CompositionGraph::new();
+    let socket = Package::from_bytes("weir:publisher", None, socket.to_vec(), graph.types_mut())
+        .context("reading the publisher's component")?;
+    let socket = graph.register_package(socket)?;
+    let mut ids = Vec::with_capacity(plugs.len());
+    for (name, bytes) in plugs {
+        let package = Package::from_bytes(&format!("plug:{name}"), None, bytes.to_vec(), graph.types_mut())
+            .with_context(|| format!("reading the component {name}"))?;
+        ids.push(graph.register_package(package)?);
+    }
+    wac_graph::plug(&mut graph, ids, socket).context("plugging the publisher's imports")?;
+    graph.encode(EncodeOptions::default()).context("encoding the composed component")
+}

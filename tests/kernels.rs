@@ -1,0 +1,105 @@
+//! weir's columnar kernels (`weir:frames/kernels`), composed into a
+//! publisher's component: what a filter, a derived column and a projection
+//! make, in the real sandbox, equals arrow-rs's own answer; a kernel's error
+//! names the expression and fails the batch as invalid input; and a publisher
+//! that imports the kernels without having them composed in is refused with
+//! what to do.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::compute::{cast, concat_batches, filter_record_batch};
+use arrow::datatypes::{DataType, Field, Schema};
+use weir::plugin::compose;
+use weir::plugin::{GuestError, Limits, LoadError, RunError};
+
+use common::{clicks, declared, frame, js_guest, runtime};
+
+fn roomy() -> Limits {
+    Limits { deadline: Duration::from_secs(60), ..Limits::default() }
+}
+
+/// The kernels-filter example with the kernels composed in.
+fn composed() -> Vec<u8> {
+    compose::with_kernels(&js_guest("kernels-filter")).expect("the kernels compose in")
+}
+
+/// What kernels-filter makes of `input`, computed here with arrow-rs.
+fn expected(input: &RecordBatch) -> RecordBatch {
+    let duration = input.column_by_name("duration_ms").unwrap().as_any().downcast_ref::<Int64Array>().unwrap();
+    let keep = arrow::compute::kernels::cmp::gt_eq(duration, &Int64Array::new_scalar(100)).unwrap();
+    let kept = filter_record_batch(input, &keep).unwrap();
+    let ms = cast(kept.column_by_name("duration_ms").unwrap(), &DataType::Float64).unwrap();
+    let seconds: Float64Array =
+        ms.as_any().downcast_ref::<Float64Array>().unwrap().iter().map(|v| v.map(|v| v / 1000.0)).collect();
+    let field = |name: &str| kept.schema().field_with_name(name).unwrap().clone();
+    let schema = Schema::new(vec![
+        field("event_id"),
+        field("url"),
+        field("duration_ms"),
+        Field::new("duration_s", DataType::Float64, true),
+    ]);
+    let column = |name: &str| kept.column_by_name(name).unwrap().clone();
+    let columns: Vec<ArrayRef> = vec![column("event_id"), column("url"), column("duration_ms"), Arc::new(seconds)];
+    RecordBatch::try_new(Arc::new(schema), columns).unwrap()
+}
+
+#[test]
+fn the_kernels_filter_derive_and_select_in_the_publishers_sandbox_as_arrow_does() {
+    let rt = runtime();
+    let plugin = rt.load(&composed()).expect("the composed component loads: it imports nothing the host refuses");
+    // Several frames, one of several record batches (the host frames 64 Ki rows per batch).
+    let input = [clicks(70_000, 11), clicks(1, 12), clicks(500, 13)];
+    let slot = input.iter().map(|f| frame(std::slice::from_ref(f))).collect();
+    let run = rt.publish(&plugin, vec![slot], &roomy(), Some(&declared(&["clicks"])));
+    let tables = run.outcome.unwrap_or_else(|e| panic!("the publisher fails: {e}\n{:?}", run.log));
+    assert_eq!(tables.len(), 1);
+    let written = concat_batches(&tables[0].frame.schema, &tables[0].frame.batches).unwrap();
+    let want = concat_batches(&expected(&input[0]).schema(), &input.iter().map(expected).collect::<Vec<_>>()).unwrap();
+    assert!(want.num_rows() > 60_000 && want.num_rows() < input.iter().map(|b| b.num_rows()).sum());
+    assert_eq!(written, want);
+    assert!(run.log.lines.iter().any(|l| l.message == format!("kept {} clicks", want.num_rows())), "{:?}", run.log);
+}
+
+#[test]
+fn a_kernels_error_names_the_expression_and_fails_the_batch_as_invalid_input() {
+    let rt = runtime();
+    let plugin = rt.load(&composed()).unwrap();
+    // `duration_ms` as text: `col("duration_ms") >= 100` does not fit.
+    let clicks = clicks(3, 14);
+    let schema = clicks.schema();
+    let at = schema.index_of("duration_ms").unwrap();
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields[at] = Field::new("duration_ms", DataType::Utf8, true);
+    let mut columns = clicks.columns().to_vec();
+    columns[at] = Arc::new(StringArray::from(vec![Some("120"), None, Some("7")]));
+    let texty = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+    let run = rt.publish(&plugin, vec![vec![frame(&[texty])]], &roomy(), Some(&declared(&["clicks"])));
+    match run.outcome {
+        Err(RunError::Guest(GuestError::InvalidInput(message))) => assert_eq!(
+            message, "`col(\"duration_ms\") >= 100`: cannot compare Utf8 and Int64",
+            "the kernel's own words, naming the expression"
+        ),
+        other => panic!("expected invalid input, got {:?}", other.map(|t| t.len())),
+    }
+}
+
+#[test]
+fn a_publisher_importing_the_kernels_without_them_composed_in_is_refused_saying_how_to_build_it() {
+    let rt = runtime();
+    let uncomposed = js_guest("kernels-filter");
+    assert!(compose::imports_kernels(&uncomposed).unwrap());
+    assert!(!compose::imports_kernels(&composed()).unwrap(), "composing satisfies the import");
+    match rt.load(&uncomposed) {
+        Err(e @ LoadError::KernelsNotComposed { .. }) => {
+            let message = e.to_string();
+            assert!(message.contains("`weir:frames/kernels@0.1.0`"), "{message}");
+            assert!(message.contains("weir plugin build"), "{message}");
+        }
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(_) => panic!("a component whose kernels import nothing serves loaded"),
+    }
+}
