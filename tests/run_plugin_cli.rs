@@ -310,16 +310,17 @@ fn a_new_javascript_publisher_builds_and_runs() {
     new_build_run("javascript", "hello_js");
 }
 
-/// A JavaScript publisher over weir's columnar kernels: `weir plugin build`
-/// composes them in, and the component runs on the project's sample.
+/// A TypeScript publisher over weir's columnar kernels ('weir/frame'):
+/// `weir plugin build` composes them in, and the component runs on the
+/// project's sample.
 #[test]
-fn a_javascript_publisher_over_the_kernels_builds_with_them_composed_in_and_runs() {
+fn a_typescript_publisher_over_the_kernels_builds_with_them_composed_in_and_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let project = dir.path().join("kernels_js");
+    let project = dir.path().join("kernels_ts");
     let project_arg = project.display().to_string();
-    assert!(weir(&["plugin", "new", "kernels_js", "--language", "javascript", "--dir", &project_arg]).status.success());
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/js/kernels-filter/app.js");
-    std::fs::copy(example, project.join("app.js")).unwrap();
+    assert!(weir(&["plugin", "new", "kernels_ts", "--language", "typescript", "--dir", &project_arg]).status.success());
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/js/kernels-filter/app.ts");
+    std::fs::copy(example, project.join("app.ts")).unwrap();
     let built = weir(&["plugin", "build", &project_arg]);
     let said = text(&built.stdout);
     assert!(built.status.success(), "{said}{}", text(&built.stderr));

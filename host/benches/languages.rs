@@ -69,6 +69,7 @@ fn main() {
 
     if !burst_only {
         loads_and_calls(&languages, quick);
+        kernels(&languages, quick);
     }
     println!("a burst: 999 one-row passthrough calls, ten at a time of each language in turn, queued at once");
     let burst = burst(&languages);
@@ -143,6 +144,41 @@ fn loads_and_calls(languages: &[Language], quick: bool) {
                 );
             }
         }
+    }
+    println!();
+}
+
+/// JavaScript over weir's columnar kernels (`kernels-filter`: a filter, a
+/// derived column and a projection, composed with the kernels) beside each
+/// language's clicks-enrich (which also derives `section` from `url`).
+fn kernels(languages: &[Language], quick: bool) {
+    let rt = common::runtime();
+    let composed = weir::plugin::compose::with_kernels(&common::js_guest("kernels-filter")).expect("compose");
+    println!(
+        "javascript over the kernels (kernels-filter, {}), median of N calls",
+        weir::plugin::human_bytes(composed.len() as u64)
+    );
+    println!(
+        "{:>8} {:>12} {:>11} {:>16} {:>16} {:>4}",
+        "rows", "instantiate", "call", "vs rust enrich", "vs js enrich", "N"
+    );
+    let plugin = rt.load(&composed).expect("load");
+    let (rust, js) = (rt.load(&languages[0].enrich).expect("load"), rt.load(&languages[2].enrich).expect("load"));
+    for (rows, rounds) in [(1_000usize, 40usize), (64 * 1024, 10)] {
+        let rounds = if quick { rounds.div_ceil(4) } else { rounds };
+        let frame = arrow::buffer::Buffer::from_vec(common::frame(&[common::clicks(rows, 7)]));
+        let (instantiate, call) = calls(&rt, &plugin, &frame, rounds);
+        let (_, rust) = calls(&rt, &rust, &frame, rounds);
+        let (_, js) = calls(&rt, &js, &frame, rounds);
+        println!(
+            "{:>8} {:>12} {:>11} {:>15.2}x {:>15.2}x {:>4}",
+            rows,
+            fmt(instantiate),
+            fmt(call),
+            call.as_secs_f64() / rust.as_secs_f64(),
+            call.as_secs_f64() / js.as_secs_f64(),
+            rounds
+        );
     }
     println!();
 }

@@ -93,7 +93,7 @@ try {
     input: entry,
     external: [/^weir:/, /^wasi:/],
     platform: 'browser',
-    resolve: { alias: { weir: join(sdk, 'index.ts') } },
+    resolve: { alias: { 'weir/frame': join(sdk, 'frame.ts'), weir: join(sdk, 'index.ts') } },
     logLevel: 'warn',
   });
   const source = join(work, 'app.js');

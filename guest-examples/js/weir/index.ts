@@ -62,9 +62,16 @@ export interface Slot extends Iterable<RecordBatch> {
   readonly frameCount: number;
   /** Each frame as a Table, read as it is reached. */
   frames(): Iterable<Table>;
+  /** Each frame's Arrow IPC stream, unread (for `frames` of 'weir/frame', which reads it into the kernels). */
+  bytes(): Iterable<Uint8Array>;
 }
 
-export type Output = Record<string, RecordBatch | RecordBatch[] | Table>;
+/** What holds its own Arrow IPC: a frame of 'weir/frame'. */
+export interface Ipc {
+  toIpc(): Uint8Array;
+}
+
+export type Output = Record<string, RecordBatch | RecordBatch[] | Table | Ipc>;
 export type Publish = (slots: Slot[]) => Output | void;
 
 /** The frame each record batch came in, for batches that are a frame's only one. */
@@ -72,10 +79,13 @@ const frameOf = new WeakMap<RecordBatch, Uint8Array>();
 
 function slot(frames: Frames): Slot {
   const count = frames.count();
+  function* bytes(): Generator<Uint8Array> {
+    for (let bytes = frames.next(); bytes !== undefined; bytes = frames.next()) yield bytes;
+  }
   function* tables(): Generator<Table> {
-    for (let bytes = frames.next(); bytes !== undefined; bytes = frames.next()) {
-      const table = tableFromIPC(bytes);
-      if (table.batches.length === 1) frameOf.set(table.batches[0], bytes);
+    for (const frame of bytes()) {
+      const table = tableFromIPC(frame);
+      if (table.batches.length === 1) frameOf.set(table.batches[0], frame);
       yield table;
     }
   }
@@ -83,6 +93,7 @@ function slot(frames: Frames): Slot {
     source: frames.source(),
     frameCount: count,
     frames: tables,
+    bytes,
     *[Symbol.iterator]() {
       for (const table of tables()) yield* table.batches;
     },
@@ -90,7 +101,8 @@ function slot(frames: Frames): Slot {
 }
 
 /** Appends `batches` (of one schema) to the output table `table`, as they are made. */
-export function write(table: string, batches: RecordBatch | RecordBatch[] | Table): void {
+export function write(table: string, batches: RecordBatch | RecordBatch[] | Table | Ipc): void {
+  if ('toIpc' in batches) return hostWrite(table, batches.toIpc());
   const list = batches instanceof Table ? batches.batches : Array.isArray(batches) ? batches : [batches];
   if (list.length === 0) return;
   // A batch read from a frame and unchanged goes out as the bytes it came in.

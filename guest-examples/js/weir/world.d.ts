@@ -1,4 +1,5 @@
-// The imports weir grants a publisher, as `wit/publisher.wit` (weir:publisher@0.2.1) declares them.
+// The imports weir grants a publisher, as `wit/publisher.wit` (weir:publisher@0.2.1) declares them,
+// and weir's columnar kernels (`wit/frames/kernels.wit`), which `weir plugin build` composes in.
 
 declare module 'weir:publisher/host@0.2.1' {
   /** How loud a log line is; `error` lines are also surfaced in the run's summary. */
@@ -28,4 +29,35 @@ declare module 'weir:publisher/output@0.2.1' {
   export function write(name: string, data: Uint8Array): void;
   /** The output tables the publisher declares, in order; empty without a declaration. */
   export function tables(): string[];
+}
+
+declare module 'weir:frames/kernels@0.1.0' {
+  export type Literal =
+    | { tag: 'null' }
+    | { tag: 'boolean'; val: boolean }
+    | { tag: 'int'; val: bigint }
+    | { tag: 'float'; val: number }
+    | { tag: 'text'; val: string };
+  export type UnaryOp = 'not' | 'is-null' | 'is-not-null' | 'neg';
+  export type BinaryOp = 'eq' | 'ne' | 'lt' | 'le' | 'gt' | 'ge' | 'and' | 'or' | 'add' | 'sub' | 'mul' | 'div';
+  /** One node of an expression; operands are earlier nodes, by index. */
+  export type Node =
+    | { tag: 'column'; val: string }
+    | { tag: 'literal'; val: Literal }
+    | { tag: 'unary'; val: [UnaryOp, number] }
+    | { tag: 'binary'; val: [BinaryOp, number, number] };
+  /** An expression: its nodes, operands first; the last is its value. */
+  export interface Expr {
+    nodes: Node[];
+  }
+  /** A table held by the kernels. Methods throw (the error's `payload` says why) where the WIT returns an error. */
+  export class Frame {
+    static fromIpc(bytes: Uint8Array): Frame;
+    numRows(): bigint;
+    columnNames(): string[];
+    filter(predicate: Expr): Frame;
+    withColumns(columns: [string, Expr][]): Frame;
+    select(names: string[]): Frame;
+    toIpc(): Uint8Array;
+  }
 }

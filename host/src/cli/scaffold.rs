@@ -135,8 +135,9 @@ export const publish = publisher((slots) => {
 
 /// The TypeScript/JavaScript SDK, vendored into each project as `weir/`, and
 /// the npm packages it is pinned to.
-const JS_SDK: [(&str, &str); 3] = [
+const JS_SDK: [(&str, &str); 4] = [
     ("index.ts", include_str!("../../../guest-examples/js/weir/index.ts")),
+    ("frame.ts", include_str!("../../../guest-examples/js/weir/frame.ts")),
     ("world.d.ts", include_str!("../../../guest-examples/js/weir/world.d.ts")),
     ("build.mjs", include_str!("../../../guest-examples/js/weir/build.mjs")),
 ];
