@@ -87,6 +87,22 @@ fn a_kernels_error_names_the_expression_and_fails_the_batch_as_invalid_input() {
     }
 }
 
+/// The kernels' own tests of their expressions' semantics (Kleene logic,
+/// literals taking a column's type, true division, what errors say), run
+/// natively: `cargo test -p kernels` in the guests' workspace.
+#[test]
+fn the_kernels_own_tests_pass() {
+    let guests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/Cargo.toml");
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["test", "--release", "--lib", "-p", "kernels", "--manifest-path"])
+        .arg(guests)
+        .env("CARGO_TARGET_DIR", common::guests_dir().ancestors().nth(2).unwrap())
+        .output()
+        .expect("cargo");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.contains("test result: ok"), "{said}");
+}
+
 #[test]
 fn a_publisher_importing_the_kernels_without_them_composed_in_is_refused_saying_how_to_build_it() {
     let rt = runtime();

@@ -285,3 +285,135 @@ pub fn text(expr: &Expr) -> String {
         _ => format!("`{whole}`"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int32Array, TimestampMicrosecondArray};
+    use arrow_schema::{Field, Schema, TimeUnit};
+
+    use super::*;
+
+    fn batch() -> RecordBatch {
+        let schema = Schema::new(vec![
+            Field::new("n", DataType::Int32, true),
+            Field::new("b", DataType::Boolean, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("t", DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())), false),
+        ]);
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(vec![Some(1), None, Some(250), Some(-4)])),
+            Arc::new(BooleanArray::from(vec![Some(true), None, Some(false), None])),
+            Arc::new(StringArray::from(vec![Some("a"), Some("b"), None, Some("d")])),
+            Arc::new(
+                TimestampMicrosecondArray::from(vec![0, 86_400_000_000, 2 * 86_400_000_000, 3 * 86_400_000_000])
+                    .with_timezone("+00:00"),
+            ),
+        ];
+        RecordBatch::try_new(Arc::new(schema), columns).unwrap()
+    }
+
+    fn col(name: &str) -> Vec<Node> {
+        vec![Node::Column(name.into())]
+    }
+
+    fn lit(literal: Literal) -> Vec<Node> {
+        vec![Node::Literal(literal)]
+    }
+
+    fn bin(op: BinaryOp, a: Vec<Node>, b: Vec<Node>) -> Vec<Node> {
+        let at = a.len() as u32;
+        let moved = b.into_iter().map(|n| match n {
+            Node::Unary((op, x)) => Node::Unary((op, x + at)),
+            Node::Binary((op, x, y)) => Node::Binary((op, x + at, y + at)),
+            n => n,
+        });
+        let mut nodes: Vec<Node> = a.into_iter().chain(moved).collect();
+        let last = nodes.len() as u32 - 1;
+        nodes.push(Node::Binary((op, at - 1, last)));
+        nodes
+    }
+
+    fn un(op: UnaryOp, mut a: Vec<Node>) -> Vec<Node> {
+        let last = a.len() as u32 - 1;
+        a.push(Node::Unary((op, last)));
+        a
+    }
+
+    fn mask(nodes: Vec<Node>) -> Vec<bool> {
+        let m = predicate(&Expr { nodes }, &batch()).unwrap();
+        (0..m.len()).map(|i| m.is_valid(i) && m.value(i)).collect()
+    }
+
+    fn error(nodes: Vec<Node>) -> String {
+        column(&Expr { nodes }, &batch()).unwrap_err()
+    }
+
+    #[test]
+    fn an_int_literal_compares_with_an_int32_column_and_nulls_are_not_kept() {
+        assert_eq!(mask(bin(BinaryOp::Ge, col("n"), lit(Literal::Int(1)))), [true, false, true, false]);
+        assert_eq!(mask(bin(BinaryOp::Lt, col("n"), lit(Literal::Float(1.5)))), [true, false, false, true]);
+    }
+
+    #[test]
+    fn boolean_logic_is_kleenes() {
+        // null & false is false, null | true is true; a null mask value drops the row.
+        let and = bin(BinaryOp::And, col("b"), lit(Literal::Boolean(false)));
+        let m = predicate(&Expr { nodes: and }, &batch()).unwrap();
+        assert_eq!(m, BooleanArray::from(vec![Some(false), Some(false), Some(false), Some(false)]));
+        let or = bin(BinaryOp::Or, col("b"), lit(Literal::Boolean(true)));
+        assert_eq!(mask(or), [true, true, true, true]);
+        assert_eq!(mask(un(UnaryOp::Not, col("b"))), [false, false, true, false]);
+        assert_eq!(mask(un(UnaryOp::IsNull, col("s"))), [false, false, true, false]);
+    }
+
+    #[test]
+    fn text_against_a_timestamp_is_read_as_one() {
+        let since = bin(BinaryOp::Ge, col("t"), lit(Literal::Text("1970-01-02T00:00:00Z".into())));
+        assert_eq!(mask(since), [false, true, true, true]);
+        assert_eq!(
+            error(bin(BinaryOp::Ge, col("t"), lit(Literal::Text("yesterday".into())))),
+            "`col(\"t\") >= \"yesterday\"`: cannot compare Timestamp(µs, \"+00:00\") and Utf8"
+        );
+    }
+
+    #[test]
+    fn integers_divide_as_floats_and_arithmetic_keeps_nulls() {
+        let half = column(&Expr { nodes: bin(BinaryOp::Div, col("n"), lit(Literal::Int(2))) }, &batch()).unwrap();
+        assert_eq!(
+            half.as_primitive::<arrow_array::types::Float64Type>(),
+            &Float64Array::from(vec![Some(0.5), None, Some(125.0), Some(-2.0)])
+        );
+        let sum = column(&Expr { nodes: bin(BinaryOp::Add, col("n"), col("n")) }, &batch()).unwrap();
+        assert_eq!(
+            sum.as_primitive::<arrow_array::types::Int32Type>(),
+            &Int32Array::from(vec![Some(2), None, Some(500), Some(-8)])
+        );
+    }
+
+    #[test]
+    fn a_literal_alone_is_one_value_a_row() {
+        let ones = column(&Expr { nodes: lit(Literal::Int(1)) }, &batch()).unwrap();
+        assert_eq!(ones.len(), 4);
+        assert_eq!(column(&Expr { nodes: lit(Literal::Null) }, &batch()).unwrap().logical_null_count(), 4);
+    }
+
+    #[test]
+    fn errors_name_the_expression_and_what_is_wrong() {
+        assert_eq!(
+            error(bin(BinaryOp::Ge, col("s"), lit(Literal::Int(100)))),
+            "`col(\"s\") >= 100`: cannot compare Utf8 and Int64"
+        );
+        assert_eq!(
+            error(bin(BinaryOp::Add, col("missing"), lit(Literal::Int(1)))),
+            "`col(\"missing\") + 1`: the frame has no column `missing` (its columns: n, b, s, t)"
+        );
+        assert_eq!(error(un(UnaryOp::Not, col("n"))), "`~col(\"n\")`: not needs a boolean, not Int32");
+        let filter = predicate(&Expr { nodes: col("n") }, &batch()).unwrap_err();
+        assert_eq!(filter, "`col(\"n\")`: a filter needs a boolean, not Int32");
+        let malformed = Expr { nodes: vec![Node::Unary((UnaryOp::Not, 0))] };
+        assert!(column(&malformed, &batch()).unwrap_err().contains("node 0 uses node 0"));
+        assert_eq!(column(&Expr { nodes: vec![] }, &batch()).unwrap_err(), "an empty expression");
+    }
+}
