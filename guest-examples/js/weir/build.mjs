@@ -102,8 +102,8 @@ try {
   // the SDK to put in errors' stacks instead of the bundle's line numbers.
   const lines = authorsLines(output[0].map, work);
   await writeFile(source, `${output[0].code}\nglobalThis.__weirLines = ${JSON.stringify(lines)};\n`);
-  // No wasi:http: weir grants no network, and a component that imports it would be refused.
   const kernels = output[0].imports.some((i) => i.startsWith('weir:frames/'));
+  // No wasi:http: weir grants no network, and a component that imports it would be refused.
   const { component } = await componentize({
     sourcePath: source,
     witPath: kernels ? kernelsWit : wit,

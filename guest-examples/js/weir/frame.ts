@@ -169,7 +169,7 @@ function nodes(e: Expr): Nodes {
 }
 
 function unnamed(e: Expr): never {
-  throw new InvalidInput(`an expression of ${e.nodes.length} nodes has no name: give it one with .alias('name')`);
+  throw new InvalidInput(`an expression that starts from no column (${e.nodes.length} nodes) has no name: give it one with .alias('name')`);
 }
 
 /** Each frame of `slot`, read into the kernels as it is reached. */

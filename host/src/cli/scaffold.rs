@@ -440,32 +440,14 @@ fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
 /// would take every import it has.
 fn world(bytes: &[u8]) -> anyhow::Result<String> {
     let mut version = None;
-    // Payloads of nested modules and components come inline, each opened by a
-    // `Version` and closed by an `End`: only the outermost component's imports count.
-    let mut depth = 0usize;
-    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
-        match payload.context("the component is malformed")? {
-            wasmparser::Payload::Version { .. } => depth += 1,
-            wasmparser::Payload::End(_) => depth = depth.saturating_sub(1),
-            wasmparser::Payload::ComponentImportSection(imports) if depth == 1 => {
-                for import in imports {
-                    let import = import.context("the component is malformed")?;
-                    // A type or resource import (a world's `use`) names a type; it grants nothing.
-                    if matches!(import.ty, wasmparser::ComponentTypeRef::Type(_)) {
-                        continue;
-                    }
-                    let name = import.name.name;
-                    if !import_allowed(name) {
-                        bail!(
-                            "the component imports `{name}`, which weir refuses: a publisher may import weir:publisher and WASI 0.2"
-                        );
-                    }
-                    if let Some((_, v)) = name.strip_prefix("weir:publisher/").and_then(|n| n.split_once('@')) {
-                        version = Some(v.to_string());
-                    }
-                }
-            }
-            _ => {}
+    for name in compose::imports(bytes)? {
+        if !import_allowed(&name) {
+            bail!(
+                "the component imports `{name}`, which weir refuses: a publisher may import weir:publisher and WASI 0.2"
+            );
+        }
+        if let Some((_, v)) = name.strip_prefix("weir:publisher/").and_then(|n| n.split_once('@')) {
+            version = Some(v.to_string());
         }
     }
     Ok(format!("weir:publisher@{}", version.as_deref().unwrap_or("0.2.1")))

@@ -12,9 +12,13 @@ use wac_graph::{CompositionGraph, EncodeOptions};
 /// The kernels component (`guest-examples/kernels`, built with weir).
 pub const KERNELS: &[u8] = include_bytes!(concat!(env!("WEIR_GUESTS_DIR"), "/kernels.wasm"));
 
-/// Whether `component` imports the kernels (and so needs them composed in).
-pub fn imports_kernels(component: &[u8]) -> anyhow::Result<bool> {
-    // Only the outermost component's imports count: nested ones come between a `Version` and its `End`.
+/// The names `component` imports that grant something (not a world's `use`
+/// of a type or resource, which only names one), read from its bytes without
+/// compiling it.
+pub fn imports(component: &[u8]) -> anyhow::Result<Vec<String>> {
+    let mut names = Vec::new();
+    // Payloads of nested modules and components come inline, each opened by a
+    // `Version` and closed by an `End`: only the outermost component's imports count.
     let mut depth = 0usize;
     for payload in wasmparser::Parser::new(0).parse_all(component) {
         match payload.context("the component is malformed")? {
@@ -22,15 +26,21 @@ pub fn imports_kernels(component: &[u8]) -> anyhow::Result<bool> {
             wasmparser::Payload::End(_) => depth = depth.saturating_sub(1),
             wasmparser::Payload::ComponentImportSection(imports) if depth == 1 => {
                 for import in imports {
-                    if import.context("the component is malformed")?.name.name.starts_with("weir:frames/") {
-                        return Ok(true);
+                    let import = import.context("the component is malformed")?;
+                    if !matches!(import.ty, wasmparser::ComponentTypeRef::Type(_)) {
+                        names.push(import.name.name.to_string());
                     }
                 }
             }
             _ => {}
         }
     }
-    Ok(false)
+    Ok(names)
+}
+
+/// Whether `component` imports the kernels (and so needs them composed in).
+pub fn imports_kernels(component: &[u8]) -> anyhow::Result<bool> {
+    Ok(imports(component)?.iter().any(|name| name.starts_with("weir:frames/")))
 }
 
 /// `component` with the kernels composed in.
