@@ -1,8 +1,8 @@
 //! Composing a publisher with the components it imports, as `wac plug` does:
 //! each import of the publisher that one of `plugs` exports is satisfied by
 //! an instance of that plug, inside the one component that comes out. The
-//! kernels (`weir:frames/kernels`) reach a Python or TypeScript publisher this
-//! way: the result runs in one sandbox, its imports those of its parts minus
+//! kernels (`weir:frames/kernels`) reach a TypeScript or JavaScript publisher
+//! this way (`weir plugin build`; Python's build does not yet): the result runs in one sandbox, its imports those of its parts minus
 //! the ones plugged.
 
 use anyhow::Context as _;
