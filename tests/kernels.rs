@@ -16,7 +16,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use weir::plugin::compose;
 use weir::plugin::{GuestError, Limits, LoadError, RunError};
 
-use common::{clicks, declared, frame, js_guest, runtime};
+use common::{clicks, declared, frame, js_guest, js_guest_uncomposed, runtime};
 
 fn roomy() -> Limits {
     Limits { deadline: Duration::from_secs(60), ..Limits::default() }
@@ -24,7 +24,7 @@ fn roomy() -> Limits {
 
 /// The kernels-filter example with the kernels composed in.
 fn composed() -> Vec<u8> {
-    compose::with_kernels(&js_guest("kernels-filter")).expect("the kernels compose in")
+    js_guest("kernels-filter")
 }
 
 /// What kernels-filter makes of `input`, computed here with arrow-rs.
@@ -106,7 +106,7 @@ fn the_kernels_own_tests_pass() {
 #[test]
 fn a_publisher_importing_the_kernels_without_them_composed_in_is_refused_saying_how_to_build_it() {
     let rt = runtime();
-    let uncomposed = js_guest("kernels-filter");
+    let uncomposed = js_guest_uncomposed("kernels-filter");
     assert!(compose::imports_kernels(&uncomposed).unwrap());
     assert!(!compose::imports_kernels(&composed()).unwrap(), "composing satisfies the import");
     match rt.load(&uncomposed) {

@@ -203,5 +203,46 @@ class PyarrowReadsWhatWeirWrites(unittest.TestCase):
         self.assertTrue(from_ipc(weir.write_stream(schema, batches)).equals(every_type()))
 
 
+class FrameExpressionsAreBuiltAsTheKernelsTakeThem(unittest.TestCase):
+    """weir.frame's expressions, built outside a component: their node lists
+    (operands before their users), as the kernels evaluate them."""
+
+    def test_operators_make_nodes_operands_first(self):
+        from weir.frame import col
+        e = (col("d") >= 100) & ~col("u").is_null()
+        self.assertEqual(e._nodes, [("column", "d"), ("literal", 100), ("binary", "ge", 0, 1), ("column", "u"),
+                                    ("unary", "is-null", 3), ("unary", "not", 4), ("binary", "and", 2, 5)])
+        self.assertEqual(e.name, "d")
+        self.assertEqual((1 - col("x"))._nodes, [("literal", 1), ("column", "x"), ("binary", "sub", 0, 1)])
+
+    def test_when_chains_nest_and_take_the_first_values_name(self):
+        from weir.frame import col, when
+        e = when(col("a") > 1).then(col("b")).when(col("c")).then("x").otherwise(None)
+        self.assertEqual(e.name, "b")
+        self.assertEqual(e._nodes[-1], ("call", "when", [2, 3, len(e._nodes) - 2]))
+        self.assertEqual(e._nodes[-2][:2], ("call", "when"))
+        # Without otherwise, a null literal.
+        self.assertEqual(when(col("a")).then(1)._nodes[-2:], [("literal", None), ("call", "when", [0, 1, 2])])
+
+    def test_functions_take_their_arguments_as_literals(self):
+        from weir.frame import col
+        e = col("url").str.extract(r"^/*([^/?#]*)", 1)
+        self.assertEqual(e._nodes, [("column", "url"), ("literal", r"^/*([^/?#]*)"), ("literal", 1),
+                                    ("call", "str.extract", [0, 1, 2])])
+        self.assertEqual(col("ts").dt.truncate("1h")._nodes[-1], ("call", "dt.truncate", [0, 1]))
+
+    def test_misuse_is_said_where_it_is_written(self):
+        from weir.frame import col, lit
+        with self.assertRaisesRegex(TypeError, "combine conditions with & and |"):
+            bool(col("a") > 1)
+        with self.assertRaisesRegex(ValueError, "fits in 64 bits"):
+            lit(1 << 70)
+        with self.assertRaisesRegex(ValueError, "a literal is None, a bool, an int, a float or a str"):
+            lit([1])
+        with self.assertRaisesRegex(RuntimeError, "inside a component"):
+            from weir.frame import _wit
+            _wit(col("a"))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)

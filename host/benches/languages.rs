@@ -153,7 +153,7 @@ fn loads_and_calls(languages: &[Language], quick: bool) {
 /// language's clicks-enrich (which also derives `section` from `url`).
 fn kernels(languages: &[Language], quick: bool) {
     let rt = common::runtime();
-    let composed = weir::plugin::compose::with_kernels(&common::js_guest("kernels-filter")).expect("compose");
+    let composed = common::js_guest("kernels-filter");
     println!(
         "javascript over the kernels (kernels-filter, {}), median of N calls",
         weir::plugin::human_bytes(composed.len() as u64)

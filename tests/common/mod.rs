@@ -70,35 +70,49 @@ pub fn guest_path(name: &str) -> PathBuf {
 }
 
 /// A Python guest (`guest-examples/python/<name>/app.py`, with the SDK beside
-/// it) built with componentize-py (installed by scripts/setup.sh).
+/// it) built with componentize-py (installed by scripts/setup.sh), with the
+/// kernels composed in when it uses them, as `weir plugin build` builds it.
 pub fn python_guest(name: &str) -> Vec<u8> {
     std::fs::read(python_guest_path(name)).unwrap()
 }
 
 /// Where [`python_guest`] builds it.
 pub fn python_guest_path(name: &str) -> PathBuf {
-    built_guest("python", name, |source, wasm| {
+    built_guest("python", name, true, |source, wasm| {
         let sdk = source.ancestors().find(|d| d.join("weir/__init__.py").exists()).expect("the Python SDK");
+        let (wit, world) = match weir::plugin::compose::python_imports_kernels(source) {
+            true => ("wit/frames", "publisher"),
+            false => ("wit", "stream-publisher"),
+        };
         let mut build = std::process::Command::new("componentize-py");
-        build.arg("-d").arg(repo().join("wit")).args(["-w", "stream-publisher", "componentize", "app", "-p", "."]);
+        build.arg("-d").arg(repo().join(wit)).args(["-w", world, "componentize", "app", "-p", "."]);
         build.arg("-p").arg(sdk).arg("-o").arg(wasm).current_dir(source).env("PYTHONDONTWRITEBYTECODE", "1");
         build
     })
 }
 
 /// A JavaScript or TypeScript guest (`guest-examples/js/<name>/`) built by
-/// the SDK's build script (its npm packages installed by scripts/setup.sh).
+/// the SDK's build script (its npm packages installed by scripts/setup.sh),
+/// with the kernels composed in when it uses them, as `weir plugin build` builds it.
 pub fn js_guest(name: &str) -> Vec<u8> {
     std::fs::read(js_guest_path(name)).unwrap()
 }
 
 /// Where [`js_guest`] builds it.
 pub fn js_guest_path(name: &str) -> PathBuf {
-    built_guest("js", name, |source, wasm| {
-        let mut build = std::process::Command::new("node");
-        build.arg(repo().join("guest-examples/js/weir/build.mjs")).arg(source).arg(wasm);
-        build
-    })
+    built_guest("js", name, true, js_build)
+}
+
+/// A JavaScript or TypeScript guest as the SDK's build script leaves it:
+/// without the kernels composed in, even when it imports them.
+pub fn js_guest_uncomposed(name: &str) -> Vec<u8> {
+    std::fs::read(built_guest("js", name, false, js_build)).unwrap()
+}
+
+fn js_build(source: &std::path::Path, wasm: &std::path::Path) -> std::process::Command {
+    let mut build = std::process::Command::new("node");
+    build.arg(repo().join("guest-examples/js/weir/build.mjs")).arg(source).arg(wasm);
+    build
 }
 
 fn repo() -> PathBuf {
@@ -106,10 +120,12 @@ fn repo() -> PathBuf {
 }
 
 /// A guest of another language, built once per change of its sources (or its
-/// SDK's) into the guests directory, whichever test asks first.
+/// SDK's) into the guests directory, whichever test asks first; with the
+/// kernels composed in where it imports them and `compose` says so.
 fn built_guest(
     language: &str,
     name: &str,
+    compose: bool,
     command: impl FnOnce(&std::path::Path, &std::path::Path) -> std::process::Command,
 ) -> PathBuf {
     use std::hash::{Hash, Hasher};
@@ -141,7 +157,12 @@ fn built_guest(
     }
     let out = guests_dir().join(language);
     std::fs::create_dir_all(&out).unwrap();
-    let wasm = out.join(format!("{}-{:016x}.wasm", name.replace('/', "-"), hasher.finish()));
+    if compose {
+        // The kernels it may be composed with (built by host/build.rs).
+        weir::plugin::compose::KERNELS.hash(&mut hasher);
+    }
+    let bare = if compose { "" } else { "-uncomposed" };
+    let wasm = out.join(format!("{}{bare}-{:016x}.wasm", name.replace('/', "-"), hasher.finish()));
     if !wasm.exists() {
         // Each build its own partial file: tests of one process may build one guest at once.
         static BUILDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -156,6 +177,11 @@ fn built_guest(
             String::from_utf8_lossy(&built.stdout),
             String::from_utf8_lossy(&built.stderr)
         );
+        let bytes = std::fs::read(&partial).unwrap();
+        if compose && weir::plugin::compose::imports_kernels(&bytes).unwrap() {
+            let composed = weir::plugin::compose::with_kernels(&bytes).expect("the kernels compose in");
+            std::fs::write(&partial, composed).unwrap();
+        }
         std::fs::rename(&partial, &wasm).unwrap();
     }
     wasm

@@ -45,7 +45,8 @@ fn enrich(batch: &RecordBatch) -> Result<RecordBatch> {
         fields.push(field);
         columns.push(array.clone());
         if fields.last().is_some_and(|f| f.name() == "url") {
-            fields.push(Field::new("section", DataType::Utf8, url.null_count() > 0));
+            // Nullable, as every derived column is (in Polars, and in weir's kernels).
+            fields.push(Field::new("section", DataType::Utf8, true));
             columns.push(Arc::new(section.clone()));
         }
     }

@@ -55,26 +55,120 @@ export class Expr {
   isNull(): Expr { return this.unary('is-null'); }
   isNotNull(): Expr { return this.unary('is-not-null'); }
 
+  /** Where this is null, `value`'s value. */
+  fillNull(value: Expr | Value): Expr { return call('fill_null', this, value); }
+  /** As another type: Polars' names (`'Int64'`, `'Float64'`, `'String'`, `'Boolean'`, `'Date'`, `'Datetime'`) or arrow's. */
+  cast(type: string): Expr { return call('cast', this, type); }
+  /** Text functions: `col('url').str.extract('^/*([^/?#]*)', 1)`. */
+  get str(): Text { return new Text(this); }
+  /** Date and time functions: `col('ts').dt.truncate('1h')`. */
+  get dt(): Time { return new Time(this); }
+
   private unary(op: 'not' | 'is-null' | 'is-not-null' | 'neg'): Expr {
     return new Expr([...this.nodes, { tag: 'unary', val: [op, this.nodes.length - 1] }], this.name);
   }
 
-  /** Both operands' nodes, the second's indices moved past the first's, then the operation's. */
   private binary(op: BinaryOp, other: Expr | Value): Expr {
-    const right = other instanceof Expr ? other : lit(other);
-    const at = this.nodes.length;
-    const moved = right.nodes.map((node): Node => {
+    const [nodes, [a, b]] = joined([this, other]);
+    return new Expr([...nodes, { tag: 'binary', val: [op, a, b] }], this.name);
+  }
+}
+
+/** The operands' nodes one after the other (each one's indices moved past those before), and where each one's value is. */
+function joined(operands: (Expr | Value)[]): [Node[], number[]] {
+  const nodes: Node[] = [];
+  const at: number[] = [];
+  for (const operand of operands) {
+    const base = nodes.length;
+    for (const node of (operand instanceof Expr ? operand : lit(operand)).nodes) {
       switch (node.tag) {
         case 'unary':
-          return { tag: 'unary', val: [node.val[0], node.val[1] + at] };
+          nodes.push({ tag: 'unary', val: [node.val[0], node.val[1] + base] });
+          break;
         case 'binary':
-          return { tag: 'binary', val: [node.val[0], node.val[1] + at, node.val[2] + at] };
+          nodes.push({ tag: 'binary', val: [node.val[0], node.val[1] + base, node.val[2] + base] });
+          break;
+        case 'call':
+          nodes.push({ tag: 'call', val: [node.val[0], node.val[1].map((i) => i + base)] });
+          break;
         default:
-          return node;
+          nodes.push(node);
       }
-    });
-    const nodes: Node[] = [...this.nodes, ...moved, { tag: 'binary', val: [op, at - 1, at + right.nodes.length - 1] }];
-    return new Expr(nodes, this.name);
+    }
+    at.push(nodes.length - 1);
+  }
+  return [nodes, at];
+}
+
+/** The kernels' function `name` of `subject` and `args` (named after the subject). */
+function call(name: string, subject: Expr, ...args: (Expr | Value)[]): Expr {
+  const [nodes, at] = joined([subject, ...args]);
+  return new Expr([...nodes, { tag: 'call', val: [name, at] }], subject.name);
+}
+
+/** `col(…).str`: text functions, each keeping nulls null. Patterns are regular expressions (Rust's syntax). */
+export class Text {
+  /** @internal */
+  constructor(private readonly e: Expr) {}
+  /** Whether the text matches `pattern` (a regular expression, or plain text when `literal`). */
+  contains(pattern: string, literal = false): Expr { return call('str.contains', this.e, pattern, literal); }
+  startsWith(prefix: string): Expr { return call('str.starts_with', this.e, prefix); }
+  endsWith(suffix: string): Expr { return call('str.ends_with', this.e, suffix); }
+  /** Group `group` of `pattern`'s first match; null where it does not match. */
+  extract(pattern: string, group = 1): Expr { return call('str.extract', this.e, pattern, group); }
+  /** The first match of `pattern` replaced by `value` (`$1` is its first group unless `literal`). */
+  replace(pattern: string, value: string, literal = false): Expr { return call('str.replace', this.e, pattern, value, literal); }
+  /** Every match of `pattern` replaced by `value`. */
+  replaceAll(pattern: string, value: string, literal = false): Expr { return call('str.replace_all', this.e, pattern, value, literal); }
+  /** `length` characters from `offset` (from the end when negative); to the end without `length`. */
+  slice(offset: number, length?: number): Expr { return call('str.slice', this.e, offset, length ?? null); }
+  toLowerCase(): Expr { return call('str.to_lowercase', this.e); }
+  toUpperCase(): Expr { return call('str.to_uppercase', this.e); }
+  /** Without leading and trailing whitespace, or the characters in `characters`. */
+  stripChars(characters?: string): Expr { return call('str.strip_chars', this.e, characters ?? null); }
+  /** Its length in characters. */
+  lenChars(): Expr { return call('str.len_chars', this.e); }
+  /** Its length in UTF-8 bytes. */
+  lenBytes(): Expr { return call('str.len_bytes', this.e); }
+}
+
+/** `col(…).dt`: parts of dates and times, and truncation to an interval. */
+export class Time {
+  /** @internal */
+  constructor(private readonly e: Expr) {}
+  year(): Expr { return call('dt.year', this.e); }
+  month(): Expr { return call('dt.month', this.e); }
+  day(): Expr { return call('dt.day', this.e); }
+  hour(): Expr { return call('dt.hour', this.e); }
+  minute(): Expr { return call('dt.minute', this.e); }
+  second(): Expr { return call('dt.second', this.e); }
+  /** 1 (Monday) to 7 (Sunday). */
+  weekday(): Expr { return call('dt.weekday', this.e); }
+  /** 1 to 366. */
+  ordinalDay(): Expr { return call('dt.ordinal_day', this.e); }
+  /** Rounded down to a multiple of `every` since the epoch, in UTC: `'1d'`, `'6h'`, `'15m'`, `'30s'`, `'500ms'`. */
+  truncate(every: string): Expr { return call('dt.truncate', this.e, every); }
+}
+
+/** `when(cond).then(a).otherwise(b)`: `a` where `cond` holds, `b` where it is false or null (null without `otherwise`). */
+export function when(condition: Expr): { then(value: Expr | Value): Then } {
+  return { then: (value) => new Then(condition, value) };
+}
+
+/** A `when(…).then(…)`, an expression (null where the condition fails) until `otherwise` says what else. */
+export class Then extends Expr {
+  /** @internal */
+  constructor(
+    private readonly condition: Expr,
+    private readonly value: Expr | Value,
+  ) {
+    const chosen = call('when', condition, value, null);
+    super(chosen.nodes, value instanceof Expr ? value.name : undefined);
+  }
+
+  otherwise(value: Expr | Value): Expr {
+    const chosen = call('when', this.condition, this.value, value);
+    return new Expr(chosen.nodes, this.value instanceof Expr ? this.value.name : undefined);
   }
 }
 
@@ -156,6 +250,16 @@ export class Frame {
   /** Only the columns named, in that order. */
   select(...names: string[]): Frame {
     return new Frame(kernel(() => this.kernel.select(names)));
+  }
+
+  /** The frame with columns renamed: `{ ts: 'clicked_at' }`. */
+  rename(names: Record<string, string>): Frame {
+    return new Frame(kernel(() => this.kernel.rename(Object.entries(names))));
+  }
+
+  /** The frame without the columns named. */
+  drop(...names: string[]): Frame {
+    return new Frame(kernel(() => this.kernel.drop(names)));
   }
 
   /** The frame as an Arrow IPC stream; `write` takes the frame itself. */

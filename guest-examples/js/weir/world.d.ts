@@ -45,7 +45,9 @@ declare module 'weir:frames/kernels@0.1.0' {
     | { tag: 'column'; val: string }
     | { tag: 'literal'; val: Literal }
     | { tag: 'unary'; val: [UnaryOp, number] }
-    | { tag: 'binary'; val: [BinaryOp, number, number] };
+    | { tag: 'binary'; val: [BinaryOp, number, number] }
+    /** A function by its Polars name (`when`, `fill_null`, `cast`, `str.*`, `dt.*`): subject, then arguments. */
+    | { tag: 'call'; val: [string, number[]] };
   /** An expression: its nodes, operands first; the last is its value. */
   export interface Expr {
     nodes: Node[];
@@ -58,6 +60,8 @@ declare module 'weir:frames/kernels@0.1.0' {
     filter(predicate: Expr): Frame;
     withColumns(columns: [string, Expr][]): Frame;
     select(names: string[]): Frame;
+    rename(names: [string, string][]): Frame;
+    drop(names: string[]): Frame;
     toIpc(): Uint8Array;
   }
 }

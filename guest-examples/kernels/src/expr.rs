@@ -12,19 +12,19 @@ use crate::exports::weir::frames::kernels::{BinaryOp, Expr, Literal, Node, Unary
 
 /// A node's value: a column of the frame's length, or a literal's one value.
 #[derive(Clone)]
-enum Value {
+pub enum Value {
     Array(ArrayRef),
     Scalar(ArrayRef),
 }
 
 impl Value {
-    fn array(&self) -> &ArrayRef {
+    pub fn array(&self) -> &ArrayRef {
         match self {
             Value::Array(a) | Value::Scalar(a) => a,
         }
     }
 
-    fn data_type(&self) -> &DataType {
+    pub fn data_type(&self) -> &DataType {
         self.array().data_type()
     }
 
@@ -33,7 +33,7 @@ impl Value {
     }
 
     /// The same kind of value, of `array`.
-    fn like(&self, array: ArrayRef) -> Value {
+    pub fn like(&self, array: ArrayRef) -> Value {
         match self {
             Value::Array(_) => Value::Array(array),
             Value::Scalar(_) => Value::Scalar(array),
@@ -41,7 +41,7 @@ impl Value {
     }
 
     /// As many values as the frame has rows.
-    fn broadcast(self, rows: usize) -> Result<ArrayRef, String> {
+    pub fn broadcast(self, rows: usize) -> Result<ArrayRef, String> {
         match self {
             Value::Array(a) => Ok(a),
             Value::Scalar(s) if s.data_type() == &DataType::Null => Ok(new_null_array(&DataType::Null, rows)),
@@ -53,7 +53,7 @@ impl Value {
 }
 
 /// Calls `f` with both values as arrow-rs datums (a literal as a scalar).
-fn datums<R>(l: &Value, r: &Value, f: impl FnOnce(&dyn Datum, &dyn Datum) -> R) -> R {
+pub fn datums<R>(l: &Value, r: &Value, f: impl FnOnce(&dyn Datum, &dyn Datum) -> R) -> R {
     let (ls, rs);
     let ld: &dyn Datum = match l {
         Value::Array(a) => a,
@@ -98,23 +98,48 @@ fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Value, String> {
         return Err("an empty expression".into());
     }
     let fail = |problem: String| format!("{}: {problem}", text(expr));
+    // A node the expression holds twice (`when(s == "").then("home").otherwise(s)`
+    // holds `s` twice) is evaluated once: `value_of[node]` is where its value is.
     let mut values: Vec<Value> = Vec::with_capacity(expr.nodes.len());
+    let mut value_of: Vec<usize> = Vec::with_capacity(expr.nodes.len());
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (at, node) in expr.nodes.iter().enumerate() {
-        let operand = |i: u32| match values.get(i as usize) {
-            Some(v) if (i as usize) < at => Ok(v.clone()),
-            _ => Err(format!("a malformed expression: node {at} uses node {i}, which does not come before it")),
+        let index = |i: u32| match value_of.get(i as usize) {
+            Some(&v) => Ok(v),
+            None => Err(format!("a malformed expression: node {at} uses node {i}, which does not come before it")),
         };
-        let value = match node {
+        let node = match node {
+            Node::Unary((op, a)) => Node::Unary((*op, index(*a)? as u32)),
+            Node::Binary((op, a, b)) => Node::Binary((*op, index(*a)? as u32, index(*b)? as u32)),
+            Node::Call((name, args)) => {
+                Node::Call((name.clone(), args.iter().map(|&a| index(a).map(|i| i as u32)).collect::<Result<_, _>>()?))
+            }
+            other => other.clone(),
+        };
+        let key = format!("{node:?}");
+        if let Some(&known) = seen.get(&key) {
+            value_of.push(known);
+            continue;
+        }
+        let operand = |i: u32| values[i as usize].clone();
+        let value = match &node {
             Node::Column(name) => {
                 Value::Array(batch.column_by_name(name).cloned().ok_or_else(|| fail(no_column(name, batch)))?)
             }
             Node::Literal(literal) => Value::Scalar(literal_array(literal)),
-            Node::Unary((op, a)) => unary(*op, operand(*a)?).map_err(fail)?,
-            Node::Binary((op, a, b)) => binary(*op, operand(*a)?, operand(*b)?).map_err(fail)?,
+            Node::Unary((op, a)) => unary(*op, operand(*a)).map_err(fail)?,
+            Node::Binary((op, a, b)) => binary(*op, operand(*a), operand(*b)).map_err(fail)?,
+            Node::Call((name, args)) => {
+                let args: Vec<Value> = args.iter().map(|&a| operand(a)).collect();
+                crate::call::call(name, &args, batch.num_rows()).map_err(fail)?
+            }
         };
+        seen.insert(key, values.len());
+        value_of.push(values.len());
         values.push(value);
     }
-    Ok(values.pop().expect("at least one node"))
+    let last = *value_of.last().expect("at least one node");
+    Ok(values.swap_remove(last))
 }
 
 fn literal_array(literal: &Literal) -> ArrayRef {
@@ -153,7 +178,11 @@ fn binary(op: BinaryOp, l: Value, r: Value) -> Result<Value, String> {
         };
         return Ok(wrap(std::sync::Arc::new(result.map_err(|e| e.to_string())?)));
     }
-    let (l, r) = coerce(l, r, op)?;
+    let verb = match op {
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => "do arithmetic on",
+        _ => "compare",
+    };
+    let (l, r) = coerce(l, r, verb)?;
     // Division is true division, as in Polars: integers divide as floats.
     let (l, r) = match op {
         BinaryOp::Div if l.data_type().is_integer() => (to_float(&l)?, to_float(&r)?),
@@ -188,8 +217,9 @@ fn boolean(v: Value, rows: usize) -> Result<BooleanArray, String> {
 /// The two operands of `op`, of one type: a literal takes the column's type
 /// where its value fits (`col("id") > 5` on an int32 column; a text literal
 /// against a timestamp is read as one), numbers of different types meet at
-/// int64 or float64, and anything else does not fit together.
-fn coerce(l: Value, r: Value, op: BinaryOp) -> Result<(Value, Value), String> {
+/// int64 or float64, and anything else does not fit together (what `verb`,
+/// `compare` or `do arithmetic on`, says in the error).
+pub fn coerce(l: Value, r: Value, verb: &str) -> Result<(Value, Value), String> {
     let (lt, rt) = (l.data_type().clone(), r.data_type().clone());
     if lt == rt {
         return Ok((l, r));
@@ -210,11 +240,6 @@ fn coerce(l: Value, r: Value, op: BinaryOp) -> Result<(Value, Value), String> {
         let widened = cast(&l, &to).and_then(|l| Ok((l, cast(&r, &to)?)));
         return widened.map_err(|e| e.to_string());
     }
-    let verb = if matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div) {
-        "do arithmetic on"
-    } else {
-        "compare"
-    };
     Err(format!("cannot {verb} {lt} and {rt}"))
 }
 
@@ -275,6 +300,14 @@ pub fn text(expr: &Expr) -> String {
                 };
                 format!("({} {symbol} {})", of(*a), of(*b))
             }
+            Node::Call((name, args)) => {
+                let args: Vec<String> = args.iter().map(|&a| of(a)).collect();
+                match (name.as_str(), args.as_slice()) {
+                    ("when", [c, t, o]) => format!("when({c}).then({t}).otherwise({o})"),
+                    (_, [subject, rest @ ..]) => format!("{subject}.{name}({})", rest.join(", ")),
+                    (_, []) => format!("{name}()"),
+                }
+            }
         };
         texts.push(text);
     }
@@ -323,16 +356,40 @@ mod tests {
     }
 
     fn bin(op: BinaryOp, a: Vec<Node>, b: Vec<Node>) -> Vec<Node> {
-        let at = a.len() as u32;
-        let moved = b.into_iter().map(|n| match n {
-            Node::Unary((op, x)) => Node::Unary((op, x + at)),
-            Node::Binary((op, x, y)) => Node::Binary((op, x + at, y + at)),
-            n => n,
-        });
-        let mut nodes: Vec<Node> = a.into_iter().chain(moved).collect();
-        let last = nodes.len() as u32 - 1;
-        nodes.push(Node::Binary((op, at - 1, last)));
+        let (mut nodes, at) = joined(vec![a, b]);
+        nodes.push(Node::Binary((op, at[0], at[1])));
         nodes
+    }
+
+    /// The operands' nodes one after the other, and where each operand's value is.
+    fn joined(operands: Vec<Vec<Node>>) -> (Vec<Node>, Vec<u32>) {
+        let (mut nodes, mut at) = (Vec::new(), Vec::new());
+        for operand in operands {
+            let base = nodes.len() as u32;
+            nodes.extend(operand.into_iter().map(|n| match n {
+                Node::Unary((op, x)) => Node::Unary((op, x + base)),
+                Node::Binary((op, x, y)) => Node::Binary((op, x + base, y + base)),
+                Node::Call((name, args)) => Node::Call((name, args.into_iter().map(|a| a + base).collect())),
+                n => n,
+            }));
+            at.push(nodes.len() as u32 - 1);
+        }
+        (nodes, at)
+    }
+
+    fn call(name: &str, operands: Vec<Vec<Node>>) -> Vec<Node> {
+        let (mut nodes, at) = joined(operands);
+        nodes.push(Node::Call((name.into(), at)));
+        nodes
+    }
+
+    fn text_lit(s: &str) -> Vec<Node> {
+        lit(Literal::Text(s.into()))
+    }
+
+    fn texts(nodes: Vec<Node>) -> Vec<Option<String>> {
+        let v = column(&Expr { nodes }, &batch()).unwrap();
+        v.as_string::<i32>().iter().map(|s| s.map(str::to_string)).collect()
     }
 
     fn un(op: UnaryOp, mut a: Vec<Node>) -> Vec<Node> {
@@ -415,5 +472,95 @@ mod tests {
         let malformed = Expr { nodes: vec![Node::Unary((UnaryOp::Not, 0))] };
         assert!(column(&malformed, &batch()).unwrap_err().contains("node 0 uses node 0"));
         assert_eq!(column(&Expr { nodes: vec![] }, &batch()).unwrap_err(), "an empty expression");
+    }
+
+    #[test]
+    fn when_then_otherwise_takes_otherwise_where_the_condition_is_false_or_null() {
+        let n_big = bin(BinaryOp::Gt, col("n"), lit(Literal::Int(100)));
+        let chosen = call("when", vec![n_big, text_lit("big"), col("s")]);
+        assert_eq!(texts(chosen), [Some("a".into()), Some("b".into()), Some("big".into()), Some("d".into())]);
+        // Without otherwise (a null literal): null where the condition does not hold.
+        let only = call("when", vec![col("b"), col("n"), lit(Literal::Null)]);
+        let v = column(&Expr { nodes: only }, &batch()).unwrap();
+        assert_eq!(
+            v.as_primitive::<arrow_array::types::Int32Type>(),
+            &Int32Array::from(vec![Some(1), None, None, None])
+        );
+    }
+
+    #[test]
+    fn fill_null_and_cast() {
+        let filled = call("fill_null", vec![col("s"), text_lit("?")]);
+        assert_eq!(texts(filled), [Some("a".into()), Some("b".into()), Some("?".into()), Some("d".into())]);
+        let as_text = call("cast", vec![col("n"), text_lit("String")]);
+        assert_eq!(texts(as_text), [Some("1".into()), None, Some("250".into()), Some("-4".into())]);
+        let bad = call("cast", vec![col("s"), text_lit("Int64")]);
+        assert!(error(bad).starts_with("`col(\"s\").cast(\"Int64\")`: cannot cast: "));
+        assert_eq!(
+            error(call("cast", vec![col("n"), text_lit("Int65")])),
+            "`col(\"n\").cast(\"Int65\")`: no type \"Int65\" (Int64, Float64, String, Boolean, Date, Datetime …)"
+        );
+    }
+
+    #[test]
+    fn text_functions_keep_nulls_and_regexes_are_checked() {
+        let url = || {
+            let schema = Schema::new(vec![Field::new("url", DataType::Utf8, true)]);
+            let urls =
+                StringArray::from(vec![Some("/docs/quick?x=1"), Some("/"), None, Some("//Blog#top"), Some("?q")]);
+            RecordBatch::try_new(Arc::new(schema), vec![Arc::new(urls)]).unwrap()
+        };
+        let run = |nodes: Vec<Node>| -> Vec<Option<String>> {
+            let v = column(&Expr { nodes }, &url()).unwrap();
+            v.as_string::<i32>().iter().map(|s| s.map(str::to_string)).collect()
+        };
+        let section = call("str.extract", vec![col("url"), text_lit("^/*([^/?#]*)"), lit(Literal::Int(1))]);
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(run(section.clone()), [some("docs"), some(""), None, some("Blog"), some("")]);
+        assert_eq!(
+            run(call("str.to_lowercase", vec![section])),
+            [some("docs"), some(""), None, some("blog"), some("")]
+        );
+        let replaced =
+            call("str.replace_all", vec![col("url"), text_lit("/"), text_lit("$"), lit(Literal::Boolean(true))]);
+        assert_eq!(run(replaced), [some("$docs$quick?x=1"), some("$"), None, some("$$Blog#top"), some("?q")]);
+        let groups = call("str.replace", vec![col("url"), text_lit("^/+(\\w+)"), text_lit("<$1>")]);
+        assert_eq!(run(groups), [some("<docs>/quick?x=1"), some("/"), None, some("<Blog>#top"), some("?q")]);
+        assert_eq!(
+            run(call("str.slice", vec![col("url"), lit(Literal::Int(1)), lit(Literal::Int(4))]))[0],
+            some("docs")
+        );
+        let contains = call("str.contains", vec![col("url"), text_lit("[?#]")]);
+        let m = column(&Expr { nodes: contains }, &url()).unwrap();
+        assert_eq!(m.as_boolean(), &BooleanArray::from(vec![Some(true), Some(false), None, Some(true), Some(true)]));
+        let bad = column(&Expr { nodes: call("str.contains", vec![col("url"), text_lit("(")]) }, &url()).unwrap_err();
+        assert!(
+            bad.starts_with("`col(\"url\").str.contains(\"(\")`: the pattern \"(\" is not a regular expression"),
+            "{bad}"
+        );
+        let huge = column(&Expr { nodes: call("str.contains", vec![col("url"), text_lit("(\\w{100}){100}")]) }, &url());
+        assert!(huge.unwrap_err().contains("compiles to more than 1048576 bytes: simplify it"));
+        let group =
+            column(&Expr { nodes: call("str.extract", vec![col("url"), text_lit("a"), lit(Literal::Int(1))]) }, &url());
+        assert!(group.unwrap_err().ends_with("the pattern has no group 1 (it has 0)"));
+    }
+
+    #[test]
+    fn time_parts_and_truncation() {
+        let day = call("dt.day", vec![col("t")]);
+        let v = column(&Expr { nodes: day }, &batch()).unwrap();
+        assert_eq!(v.as_primitive::<arrow_array::types::Int32Type>(), &Int32Array::from(vec![1, 2, 3, 4]));
+        let two_days = call("dt.truncate", vec![col("t"), text_lit("2d")]);
+        let v = column(&Expr { nodes: two_days }, &batch()).unwrap();
+        let d = 86_400_000_000;
+        let want = TimestampMicrosecondArray::from(vec![0, 0, 2 * d, 2 * d]).with_timezone("+00:00");
+        assert_eq!(v.as_primitive::<arrow_array::types::TimestampMicrosecondType>(), &want);
+        assert_eq!(
+            error(call("dt.truncate", vec![col("t"), text_lit("1 day")])),
+            "`col(\"t\").dt.truncate(\"1 day\")`: \"1 day\" is no interval: write a count and a unit, w, d, h, m, s, ms or us (`1h`, `15m`)"
+        );
+        assert!(error(call("dt.year", vec![col("s")])).ends_with("dt.year needs a date or a time, not Utf8"));
+        assert!(error(call("str.nope", vec![col("s")])).contains("no function str.nope (there are when, fill_null"));
+        assert_eq!(error(call("when", vec![col("b")])), "`col(\"b\").when()`: when takes 3 operands, not 1");
     }
 }

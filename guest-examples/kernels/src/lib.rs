@@ -3,9 +3,11 @@
 //! in arrow-rs arrays; the interpreter holds a handle and hands over whole
 //! expressions, each evaluated over the frame in one call.
 
+mod call;
 mod expr;
-
-use std::io::Cursor;
+/// Frames in and out, as the Rust SDK reads and writes them: zero-copy, sized once.
+#[path = "../../sdk/src/ipc.rs"]
+mod ipc;
 
 use arrow_array::RecordBatch;
 use arrow_schema::{Field, Schema};
@@ -25,16 +27,12 @@ pub struct Frame(RecordBatch);
 
 impl GuestFrame for Frame {
     fn from_ipc(bytes: Vec<u8>) -> Result<FrameHandle, String> {
-        let read = || -> Result<RecordBatch, arrow_schema::ArrowError> {
-            let reader = arrow_ipc::reader::StreamReader::try_new(Cursor::new(bytes), None)?;
-            let schema = reader.schema();
-            let batches = reader.collect::<Result<Vec<_>, _>>()?;
-            match batches.len() {
-                1 => Ok(batches.into_iter().next().expect("one batch")),
-                _ => arrow_select::concat::concat_batches(&schema, &batches),
-            }
+        let not_ipc = |e: &dyn std::fmt::Display| format!("the frame is not an Arrow IPC stream: {e}");
+        let (batches, _) = ipc::decode_batches(bytes).map_err(|e| not_ipc(&e))?;
+        let batch = match batches.len() {
+            1 => batches.into_iter().next().expect("one batch"),
+            _ => arrow_select::concat::concat_batches(&batches[0].schema(), &batches).map_err(|e| not_ipc(&e))?,
         };
-        let batch = read().map_err(|e| format!("the frame is not an Arrow IPC stream: {e}"))?;
         Ok(FrameHandle::new(Frame(batch)))
     }
 
@@ -85,14 +83,37 @@ impl GuestFrame for Frame {
         Ok(FrameHandle::new(Frame(batch)))
     }
 
+    fn rename(&self, names: Vec<(String, String)>) -> Result<FrameHandle, String> {
+        let schema = self.0.schema();
+        for (from, _) in &names {
+            schema.index_of(from).map_err(|_| expr::no_column(from, &self.0))?;
+        }
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| match names.iter().find(|(from, _)| from == f.name()) {
+                Some((_, to)) => f.as_ref().clone().with_name(to),
+                None => f.as_ref().clone(),
+            })
+            .collect();
+        let batch =
+            RecordBatch::try_new(Schema::new(fields).into(), self.0.columns().to_vec()).map_err(|e| e.to_string())?;
+        Ok(FrameHandle::new(Frame(batch)))
+    }
+
+    fn drop(&self, names: Vec<String>) -> Result<FrameHandle, String> {
+        let schema = self.0.schema();
+        for name in &names {
+            schema.index_of(name).map_err(|_| expr::no_column(name, &self.0))?;
+        }
+        let kept: Vec<usize> =
+            (0..schema.fields().len()).filter(|&i| !names.contains(schema.field(i).name())).collect();
+        let batch = self.0.project(&kept).map_err(|e| e.to_string())?;
+        Ok(FrameHandle::new(Frame(batch)))
+    }
+
     fn to_ipc(&self) -> Vec<u8> {
-        let mut bytes = Vec::new();
-        let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut bytes, &self.0.schema())
-            .expect("a schema arrow-rs made is one it writes");
-        writer.write(&self.0).expect("writing to memory");
-        writer.finish().expect("writing to memory");
-        drop(writer);
-        bytes
+        ipc::encode(&self.0.schema(), std::slice::from_ref(&self.0)).expect("arrow-rs writes what it made")
     }
 }
 

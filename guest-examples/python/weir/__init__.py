@@ -41,9 +41,14 @@ class Slot:
         # the run declares none).
         self.source = frames.source()
 
+    def bytes(self):
+        """Each frame as it came, an Arrow IPC stream (what `weir.frame.frames` reads)."""
+        while (frame := self._frames.next()) is not None:
+            yield frame
+
     def frames(self):
         """Each frame's (schema, [RecordBatch]), as it is read."""
-        while (frame := self._frames.next()) is not None:
+        for frame in self.bytes():
             yield read_stream(frame)
 
     def __iter__(self):
@@ -57,7 +62,11 @@ _imports = None
 
 
 def write(table, batches):
-    """Appends `batches` (a RecordBatch or several, of one schema) to output table `table`."""
+    """Appends `batches` (a RecordBatch or several, of one schema, or a
+    `weir.frame.Frame`) to output table `table`."""
+    if hasattr(batches, "to_ipc"):
+        _imports.output.write(table, batches.to_ipc())
+        return
     batches = [batches] if isinstance(batches, RecordBatch) else list(batches)
     if batches:
         _imports.output.write(table, write_stream(batches[0].schema, batches))

@@ -47,14 +47,13 @@
 //! them, and encodes the output; no plugin writes IPC by hand. A batch written
 //! back unchanged goes out as the bytes it came in.
 
-use std::io::Cursor;
-use std::sync::Arc;
-
 pub use arrow_array::{self, RecordBatch};
 pub use arrow_schema::{self, ArrowError, DataType, Field, Schema, SchemaRef};
 pub use arrow_select;
 
 #[doc(hidden)]
+mod ipc;
+
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
@@ -190,77 +189,23 @@ fn decode(frame: Vec<u8>) -> Result<RecordBatch> {
     })
 }
 
-/// Decodes one frame into its record batches, without copying the column
-/// buffers out of the frame; a frame of no batches gives one empty batch, so
-/// its schema is not lost.
-///
-/// The frame's messages are walked here and each read with arrow-ipc's
-/// `FileDecoder`: its `StreamDecoder` (arrow 60.1) drops the skip-validation
-/// flag for record batches, and so checked every string of every frame.
+/// Decodes one frame into its record batches, zero-copy; a frame of one
+/// batch is remembered with its bytes (see [`unchanged`]).
 fn decode_batches(frame: Vec<u8>) -> Result<Vec<RecordBatch>> {
-    use arrow_ipc::MessageHeader;
-    use arrow_ipc::reader::FileDecoder;
-
-    let whole = arrow_buffer::Buffer::from_vec(frame);
-    let (mut at, mut decoder, mut schema, mut batches) = (0, None::<FileDecoder>, None, Vec::new());
-    let no_schema = || Error::invalid_input("a table frame holds no Arrow schema");
-    while let Some((block, message)) = next_message(&whole, at)? {
-        let bytes = whole.slice(at);
-        match message.header_type() {
-            MessageHeader::Schema => {
-                let fields = message.header_as_schema().ok_or_else(no_schema)?;
-                let fields = schema.insert(Arc::new(arrow_ipc::convert::try_fb_to_schema(fields)?));
-                // SAFETY: frames come from the weir host, which builds them from arrays it
-                // validated (decoded from Kafka messages or read from checked files).
-                // Re-validating every offset and UTF-8 string here would double the cost
-                // of a passthrough; the host does validate everything a plugin returns.
-                decoder =
-                    Some(unsafe { FileDecoder::new(fields.clone(), message.version()).with_skip_validation(true) });
-            }
-            MessageHeader::DictionaryBatch => {
-                decoder.as_mut().ok_or_else(no_schema)?.read_dictionary(&block, &bytes)?
-            }
-            MessageHeader::RecordBatch => {
-                batches.extend(decoder.as_ref().ok_or_else(no_schema)?.read_record_batch(&block, &bytes)?)
-            }
-            _ => {}
-        }
-        at += block.metaDataLength() as usize + block.bodyLength() as usize;
-    }
-    let schema = schema.ok_or_else(no_schema)?;
-    if batches.is_empty() {
-        batches.push(RecordBatch::new_empty(schema));
-    }
+    let (batches, whole) = ipc::decode_batches(frame)?;
     if let [batch] = batches.as_slice() {
         unchanged::remember(batch, whole);
     }
     Ok(batches)
 }
 
-/// The message at `at` of an IPC stream, and the block it takes there (its
-/// prefix and metadata, then its body); `None` at the end of the stream.
-fn next_message(stream: &[u8], at: usize) -> Result<Option<(arrow_ipc::Block, arrow_ipc::Message<'_>)>> {
-    let truncated = || Error::invalid_input(format!("a table frame ends inside its message at byte {at}"));
-    let rest = &stream[at..];
-    if rest.is_empty() {
-        return Ok(None); // a stream may end without its end-of-stream marker
+impl From<ipc::Error> for Error {
+    fn from(e: ipc::Error) -> Self {
+        match e {
+            ipc::Error::Malformed(m) => Self::InvalidInput(m),
+            ipc::Error::Arrow(e) => e.into(),
+        }
     }
-    let prefix = if rest.starts_with(&[0xff; 4]) { 8 } else { 4 };
-    let length = rest.get(prefix - 4..prefix).ok_or_else(truncated)?;
-    let length = i32::from_le_bytes(length.try_into().expect("four bytes"));
-    let length = usize::try_from(length)
-        .map_err(|_| Error::invalid_input(format!("a table frame's message at byte {at} has a negative length")))?;
-    if length == 0 {
-        return Ok(None);
-    }
-    let metadata = rest.get(prefix..prefix + length).ok_or_else(truncated)?;
-    let message = arrow_ipc::root_as_message(metadata)
-        .map_err(|e| Error::invalid_input(format!("a table frame's message at byte {at}: {e}")))?;
-    let body = usize::try_from(message.bodyLength()).map_err(|_| truncated())?;
-    if rest.len() < prefix + length + body {
-        return Err(truncated());
-    }
-    Ok(Some((arrow_ipc::Block::new(at as i64, (prefix + length) as i32, body as i64), message)))
 }
 
 /// Batches read from a frame of one record batch, with that frame's bytes: a
@@ -312,47 +257,10 @@ mod unchanged {
     }
 }
 
-/// The bytes an array's buffers take in an IPC stream, or a little more: each
-/// padded to 64 bytes. Only the rows of a slice count (the IPC writer writes
-/// no more), and not `get_array_memory_size`: arrays decoded zero-copy share
-/// their frame's allocation, whose whole capacity that would count once per
-/// column.
-fn ipc_len(data: &arrow_data::ArrayData) -> usize {
-    fn buffers(data: &arrow_data::ArrayData) -> usize {
-        data.buffers().len()
-            + usize::from(data.nulls().is_some())
-            + data.child_data().iter().map(buffers).sum::<usize>()
-    }
-    fn whole(data: &arrow_data::ArrayData) -> usize {
-        let own: usize = data.buffers().iter().map(|b| b.len()).sum();
-        own + data.nulls().map_or(0, |n| n.buffer().len()) + data.child_data().iter().map(whole).sum::<usize>()
-    }
-    data.get_slice_memory_size().unwrap_or_else(|_| whole(data)) + 64 * buffers(data)
-}
-
-/// What an IPC stream of `batches` takes, or a little more. The output is
-/// sized once: a `Vec` that outgrows its capacity doubles, and the guest then
-/// holds the output three times over (measured: 495 MB of guest memory for a
-/// 124 MB frame before this estimate counted padding and metadata).
-fn ipc_size(schema: &SchemaRef, batches: &[RecordBatch]) -> usize {
-    let buffers: usize = batches.iter().flat_map(|b| b.columns()).map(|c| ipc_len(&c.to_data())).sum();
-    let metadata: usize = batches.iter().map(|b| 1024 + 256 * b.num_columns()).sum();
-    buffers + metadata + 4096 + 256 * schema.fields().len()
-}
-
 /// Rows a write sends the host at a time: a large batch goes in pieces, so
 /// neither the plugin's encoded copy nor the host's is ever more than one
 /// piece (a partition of a 256 MB batch is about 240,000 rows).
 const WRITE_ROWS: usize = 64 * 1024;
-
-/// One IPC stream of `batches`, sized once.
-fn encode(schema: &SchemaRef, batches: &[RecordBatch], size: usize) -> Result<Vec<u8>> {
-    let mut writer = arrow_ipc::writer::StreamWriter::try_new(Cursor::new(Vec::with_capacity(size)), schema)?;
-    for batch in batches {
-        writer.write(batch)?;
-    }
-    Ok(writer.into_inner()?.into_inner())
-}
 
 /// One source's rows in this batch, as the record batches of its frames, in
 /// order (for Kafka, a frame per partition, each in batches of up to 65,536
@@ -413,7 +321,7 @@ impl Output {
         let mut at = 0;
         loop {
             let piece = [batch.slice(at, WRITE_ROWS.min(batch.num_rows() - at))];
-            let data = encode(&batch.schema(), &piece, ipc_size(&batch.schema(), &piece))?;
+            let data = ipc::encode(&batch.schema(), &piece)?;
             bindings::weir::publisher::output::write(name, &data);
             at += piece[0].num_rows();
             if at == batch.num_rows() {

@@ -24,6 +24,7 @@ const WIT: &str = include_str!("../../../wit/publisher.wit");
 /// weir's columnar kernels (`weir:frames`), which `weir plugin build` composes in.
 const KERNELS_WIT: &str = include_str!("../../../wit/frames/kernels.wit");
 const SDK: &str = include_str!("../../../guest-examples/sdk/src/lib.rs");
+const SDK_IPC: &str = include_str!("../../../guest-examples/sdk/src/ipc.rs");
 const SAMPLE: &str = include_str!("../../../guest-examples/data/clicks.jsonl");
 /// The sample's JSON Schema, which the scaffolded declaration names.
 const SAMPLE_SCHEMA: &str = include_str!("../../../guest-examples/data/clicks.json");
@@ -105,11 +106,12 @@ def publish(slots):
 "#;
 
 /// The Python SDK, vendored into each project as the package `weir/`.
-const PYTHON_SDK: [(&str, &str); 6] = [
+const PYTHON_SDK: [(&str, &str); 7] = [
     ("__init__.py", include_str!("../../../guest-examples/python/weir/__init__.py")),
     ("_flatbuf.py", include_str!("../../../guest-examples/python/weir/_flatbuf.py")),
     ("array.py", include_str!("../../../guest-examples/python/weir/array.py")),
     ("batch.py", include_str!("../../../guest-examples/python/weir/batch.py")),
+    ("frame.py", include_str!("../../../guest-examples/python/weir/frame.py")),
     ("ipc.py", include_str!("../../../guest-examples/python/weir/ipc.py")),
     ("types.py", include_str!("../../../guest-examples/python/weir/types.py")),
 ];
@@ -196,12 +198,20 @@ fn files(name: &str, language: Language) -> Vec<(PathBuf, String)> {
                 (PathBuf::from("src/lib.rs"), RUST_LIB.to_string()),
                 (PathBuf::from("weir-guest/Cargo.toml"), SDK_MANIFEST.to_string()),
                 (PathBuf::from("weir-guest/src/lib.rs"), SDK.replace("path: \"../../wit\"", "path: \"wit\"")),
+                (
+                    PathBuf::from("weir-guest/src/ipc.rs"),
+                    SDK_IPC.replace("\n//! Shared by the Rust SDK and weir's columnar kernels (`#[path]` there).", ""),
+                ),
                 (PathBuf::from("weir-guest/wit/publisher.wit"), WIT.to_string()),
             ]);
         }
         Language::Python => {
             files.push((PathBuf::from("app.py"), PYTHON_APP.to_string()));
-            files.push((PathBuf::from("wit/publisher.wit"), WIT.to_string()));
+            files.extend([
+                (PathBuf::from("wit/publisher.wit"), WIT.to_string()),
+                (PathBuf::from("wit/frames/kernels.wit"), KERNELS_WIT.to_string()),
+                (PathBuf::from("wit/frames/deps/publisher.wit"), WIT.to_string()),
+            ]);
             files.extend(PYTHON_SDK.iter().map(|(file, text)| (Path::new("weir").join(file), text.to_string())));
         }
         Language::Typescript | Language::Javascript => {
@@ -422,8 +432,11 @@ fn compose_kernels(wasm: &Path) -> anyhow::Result<()> {
 
 fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
     let wasm = component_path(dir);
+    // An app that uses the kernels (`weir.frame`) is built against the world that imports them.
+    let (wit, world) =
+        if compose::python_imports_kernels(dir) { ("wit/frames", "publisher") } else { ("wit", "stream-publisher") };
     let out = Command::new("componentize-py")
-        .args(["-d", "wit", "-w", "stream-publisher", "componentize", "app", "-p", ".", "-o"])
+        .args(["-d", wit, "-w", world, "componentize", "app", "-p", ".", "-o"])
         .arg(wasm.file_name().expect("a file name"))
         .current_dir(dir)
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -433,6 +446,7 @@ fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
         let stale = remove_stale(&wasm);
         bail!("componentize-py could not build {}{stale}:\n{}", dir.display(), python_reason(&out.stderr));
     }
+    compose_kernels(&wasm)?;
     Ok(wasm)
 }
 

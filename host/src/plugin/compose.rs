@@ -1,9 +1,9 @@
 //! Composing a publisher with the components it imports, as `wac plug` does:
 //! each import of the publisher that one of `plugs` exports is satisfied by
 //! an instance of that plug, inside the one component that comes out. The
-//! kernels (`weir:frames/kernels`) reach a TypeScript or JavaScript publisher
-//! this way (`weir plugin build`; Python's build does not yet): the result runs in one sandbox, its imports those of its parts minus
-//! the ones plugged.
+//! kernels (`weir:frames/kernels`) reach a Python, TypeScript or JavaScript
+//! publisher this way (`weir plugin build`): the result runs in one sandbox,
+//! its imports those of its parts minus the ones plugged.
 
 use anyhow::Context as _;
 use wac_graph::types::Package;
@@ -41,6 +41,38 @@ pub fn imports(component: &[u8]) -> anyhow::Result<Vec<String>> {
 /// Whether `component` imports the kernels (and so needs them composed in).
 pub fn imports_kernels(component: &[u8]) -> anyhow::Result<bool> {
     Ok(imports(component)?.iter().any(|name| name.starts_with("weir:frames/")))
+}
+
+/// Whether the Python project in `dir` uses the kernels (`weir.frame`), and
+/// so is built against the world that imports them (`wit/frames`, world
+/// `publisher`): componentize-py binds every import of the world it is given,
+/// used or not, so the choice is made from the sources, before building.
+/// The SDK's own package (`weir/`) is not the project's code.
+pub fn python_imports_kernels(dir: &std::path::Path) -> bool {
+    let uses = |text: &str| {
+        text.lines().map(str::trim_start).any(|line| {
+            line.starts_with("from weir.frame ")
+                || line.starts_with("import weir.frame")
+                || line.strip_prefix("from weir import ").is_some_and(|names| {
+                    names.split(|c: char| !c.is_alphanumeric() && c != '_').any(|name| name == "frame")
+                })
+        })
+    };
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if path.is_dir() && !matches!(name.to_str(), Some("weir" | "__pycache__" | "node_modules" | "target")) {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "py")
+                && std::fs::read_to_string(&path).is_ok_and(|text| uses(&text))
+            {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// `component` with the kernels composed in.

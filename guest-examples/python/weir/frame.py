@@ -1,0 +1,455 @@
+"""Frames whose columns stay in weir's columnar kernels (compiled Rust on
+arrow-rs, composed into the component by `weir plugin build`), worked on with
+expressions shaped like Polars': each is built here and evaluated by the
+kernels over every row in one call, so no row becomes a Python object.
+
+    import weir
+    from weir.frame import col, frames, when
+
+    @weir.publisher
+    def publish(slots):
+        for frame in frames(slots[0]):
+            kept = frame.filter(col("duration_ms") >= 100)
+            weir.write(weir.tables()[0], kept.with_columns((col("duration_ms") / 1000).alias("duration_s")))
+
+An expression that does not fit the frame (a column it lacks, types that do
+not go together, a pattern that is no regular expression) raises ValueError
+naming the expression, so the batch fails as invalid input:
+`` `col("url") >= 100`: cannot compare Utf8 and Int64 ``.
+"""
+try:
+    from wit_world.imports import kernels as _kernels
+    from componentize_py_types import Err as _Err
+except ImportError:  # outside a component: expressions are built, not evaluated
+    _kernels = None
+    _Err = None
+
+__all__ = ["col", "lit", "when", "frames", "Expr", "Frame"]
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+class Expr:
+    """An expression over a frame's columns: `(col("a") >= 100) & col("b").is_not_null()`.
+    Compare and combine with Python's operators (`==`, `<`, `&`, `|`, `~`, `+`, `/` …):
+    `&` and `|` bind tighter than comparisons, so put comparisons in parentheses."""
+
+    __slots__ = ("_nodes", "_name")
+
+    def __init__(self, nodes, name=None):
+        # Each node: ("column", name) | ("literal", value) | ("unary", op, i) |
+        # ("binary", op, i, j) | ("call", name, [i, …]), operands before their users.
+        self._nodes = nodes
+        self._name = name
+
+    def alias(self, name):
+        """The same value, named: the column `with_columns` makes of it."""
+        return Expr(self._nodes, name)
+
+    @property
+    def name(self):
+        """The column it makes: its alias, else the column it starts from."""
+        return self._name
+
+    def __eq__(self, other):
+        return self._binary("eq", other)
+
+    def __ne__(self, other):
+        return self._binary("ne", other)
+
+    def __lt__(self, other):
+        return self._binary("lt", other)
+
+    def __le__(self, other):
+        return self._binary("le", other)
+
+    def __gt__(self, other):
+        return self._binary("gt", other)
+
+    def __ge__(self, other):
+        return self._binary("ge", other)
+
+    def __and__(self, other):
+        """Kleene logic: null and false is false."""
+        return self._binary("and", other)
+
+    def __rand__(self, other):
+        return _expr(other)._binary("and", self)
+
+    def __or__(self, other):
+        """Kleene logic: null or true is true."""
+        return self._binary("or", other)
+
+    def __ror__(self, other):
+        return _expr(other)._binary("or", self)
+
+    def __invert__(self):
+        return self._unary("not")
+
+    def __neg__(self):
+        return self._unary("neg")
+
+    def __add__(self, other):
+        return self._binary("add", other)
+
+    def __radd__(self, other):
+        return _expr(other)._binary("add", self)
+
+    def __sub__(self, other):
+        return self._binary("sub", other)
+
+    def __rsub__(self, other):
+        return _expr(other)._binary("sub", self)
+
+    def __mul__(self, other):
+        return self._binary("mul", other)
+
+    def __rmul__(self, other):
+        return _expr(other)._binary("mul", self)
+
+    def __truediv__(self, other):
+        """True division, as Polars': integers divide as floats."""
+        return self._binary("div", other)
+
+    def __rtruediv__(self, other):
+        return _expr(other)._binary("div", self)
+
+    def __bool__(self):
+        raise TypeError("an expression has no truth value until the kernels evaluate it: "
+                        "combine conditions with & and | (in parentheses), not `and` / `or`")
+
+    __hash__ = None
+
+    def is_null(self):
+        return self._unary("is-null")
+
+    def is_not_null(self):
+        return self._unary("is-not-null")
+
+    def fill_null(self, value):
+        """Where this is null, `value`'s value."""
+        return _call("fill_null", self, value)
+
+    def cast(self, dtype):
+        """As another type: Polars' names ("Int64", "Float64", "String", "Boolean", "Date", "Datetime") or arrow's."""
+        return _call("cast", self, dtype if isinstance(dtype, str) else getattr(dtype, "__name__", str(dtype)))
+
+    @property
+    def str(self):
+        """Text functions: `col("url").str.extract(r"^/*([^/?#]*)", 1)`."""
+        return _Text(self)
+
+    @property
+    def dt(self):
+        """Date and time functions: `col("ts").dt.truncate("1h")`."""
+        return _Time(self)
+
+    def _unary(self, op):
+        return Expr(self._nodes + [("unary", op, len(self._nodes) - 1)], self._name)
+
+    def _binary(self, op, other):
+        nodes, (a, b) = _joined([self, other])
+        return Expr(nodes + [("binary", op, a, b)], self._name)
+
+    def __repr__(self):
+        return f"<weir.frame.Expr of {len(self._nodes)} nodes{'' if self._name is None else ' named ' + self._name}>"
+
+
+def col(name):
+    """The column `name`."""
+    return Expr([("column", name)], name)
+
+
+def lit(value):
+    """A literal: None, a bool, an int, a float or a str (an int is read as
+    the other operand's type where it fits)."""
+    if value is not None and not isinstance(value, (bool, int, float, str)):
+        raise ValueError(f"lit({value!r}): a literal is None, a bool, an int, a float or a str")
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+        raise ValueError(f"lit({value}): an integer literal fits in 64 bits")
+    return Expr([("literal", value)])
+
+
+def _expr(value):
+    return value if isinstance(value, Expr) else lit(value)
+
+
+def _joined(operands):
+    """The operands' nodes one after the other (each one's indices moved past
+    those before), and where each one's value is."""
+    nodes, at = [], []
+    for operand in operands:
+        base = len(nodes)
+        for node in _expr(operand)._nodes:
+            kind = node[0]
+            if kind == "unary":
+                node = ("unary", node[1], node[2] + base)
+            elif kind == "binary":
+                node = ("binary", node[1], node[2] + base, node[3] + base)
+            elif kind == "call":
+                node = ("call", node[1], [i + base for i in node[2]])
+            nodes.append(node)
+        at.append(len(nodes) - 1)
+    return nodes, at
+
+
+def _call(name, subject, *args):
+    nodes, at = _joined([subject, *args])
+    return Expr(nodes + [("call", name, at)], subject._name)
+
+
+class _Text:
+    """`col(…).str`: text functions, each keeping nulls null. Patterns are
+    regular expressions (Rust's syntax, close to Python's `re`)."""
+
+    __slots__ = ("_e",)
+
+    def __init__(self, e):
+        self._e = e
+
+    def contains(self, pattern, literal=False):
+        return _call("str.contains", self._e, pattern, literal)
+
+    def starts_with(self, prefix):
+        return _call("str.starts_with", self._e, prefix)
+
+    def ends_with(self, suffix):
+        return _call("str.ends_with", self._e, suffix)
+
+    def extract(self, pattern, group_index=1):
+        """Group `group_index` of `pattern`'s first match; null where it does not match."""
+        return _call("str.extract", self._e, pattern, group_index)
+
+    def replace(self, pattern, value, literal=False):
+        """The first match of `pattern` replaced by `value` (`$1` is its first group unless `literal`)."""
+        return _call("str.replace", self._e, pattern, value, literal)
+
+    def replace_all(self, pattern, value, literal=False):
+        return _call("str.replace_all", self._e, pattern, value, literal)
+
+    def slice(self, offset, length=None):
+        """`length` characters from `offset` (from the end when negative); to the end without `length`."""
+        return _call("str.slice", self._e, offset, length)
+
+    def to_lowercase(self):
+        return _call("str.to_lowercase", self._e)
+
+    def to_uppercase(self):
+        return _call("str.to_uppercase", self._e)
+
+    def strip_chars(self, characters=None):
+        """Without leading and trailing whitespace, or the characters in `characters`."""
+        return _call("str.strip_chars", self._e, characters)
+
+    def len_chars(self):
+        return _call("str.len_chars", self._e)
+
+    def len_bytes(self):
+        return _call("str.len_bytes", self._e)
+
+
+class _Time:
+    """`col(…).dt`: parts of dates and times, and truncation to an interval."""
+
+    __slots__ = ("_e",)
+
+    def __init__(self, e):
+        self._e = e
+
+    def year(self):
+        return _call("dt.year", self._e)
+
+    def month(self):
+        return _call("dt.month", self._e)
+
+    def day(self):
+        return _call("dt.day", self._e)
+
+    def hour(self):
+        return _call("dt.hour", self._e)
+
+    def minute(self):
+        return _call("dt.minute", self._e)
+
+    def second(self):
+        return _call("dt.second", self._e)
+
+    def weekday(self):
+        """1 (Monday) to 7 (Sunday)."""
+        return _call("dt.weekday", self._e)
+
+    def ordinal_day(self):
+        return _call("dt.ordinal_day", self._e)
+
+    def truncate(self, every):
+        """Rounded down to a multiple of `every` since the epoch, in UTC: "1d", "6h", "15m", "30s", "500ms"."""
+        return _call("dt.truncate", self._e, every)
+
+
+def when(condition):
+    """`when(cond).then(a).otherwise(b)`: `a` where `cond` holds, `b` where it
+    is false or null (null without `otherwise`); `.when(…).then(…)` chains more."""
+    return _When([], condition)
+
+
+class _When:
+    __slots__ = ("_branches", "_condition")
+
+    def __init__(self, branches, condition):
+        self._branches, self._condition = branches, condition
+
+    def then(self, value):
+        return Then(self._branches + [(self._condition, value)])
+
+
+class Then(Expr):
+    """`when(…).then(…)`: an expression (null where no condition holds) until
+    `otherwise` says what else."""
+
+    __slots__ = ("_branches",)
+
+    def __init__(self, branches):
+        self._branches = branches
+        chosen = self.otherwise(None)
+        Expr.__init__(self, chosen._nodes, chosen._name)
+
+    def when(self, condition):
+        return _When(self._branches, condition)
+
+    def otherwise(self, value):
+        chosen = value
+        for condition, then in reversed(self._branches):
+            chosen = _call("when", _expr(condition), then, chosen)
+        first = self._branches[0][1]
+        return Expr(chosen._nodes, first._name if isinstance(first, Expr) else None)
+
+
+def _kernel(work, *args):
+    """A kernel's refusal (which names the expression) as ValueError: invalid input."""
+    try:
+        return work(*args)
+    except _Err as e:
+        raise ValueError(e.value) from None
+
+
+_UNARY = {"not": "NOT", "is-null": "IS_NULL", "is-not-null": "IS_NOT_NULL", "neg": "NEG"}
+
+
+def _wit(e):
+    """`e` as the kernels' `expr`."""
+    k = _kernels
+    if k is None:
+        raise RuntimeError("weir.frame evaluates expressions inside a component: build with `weir plugin build`")
+    nodes = []
+    for node in e._nodes:
+        kind = node[0]
+        if kind == "column":
+            nodes.append(k.Node_Column(node[1]))
+        elif kind == "literal":
+            nodes.append(k.Node_Literal(_literal(node[1])))
+        elif kind == "unary":
+            nodes.append(k.Node_Unary((getattr(k.UnaryOp, _UNARY[node[1]]), node[2])))
+        elif kind == "binary":
+            nodes.append(k.Node_Binary((getattr(k.BinaryOp, node[1].upper()), node[2], node[3])))
+        else:
+            nodes.append(k.Node_Call((node[1], node[2])))
+    return k.Expr(nodes)
+
+
+def _literal(value):
+    k = _kernels
+    if value is None:
+        return k.Literal_Null()
+    if isinstance(value, bool):
+        return k.Literal_Boolean(value)
+    if isinstance(value, int):
+        return k.Literal_Int(value)
+    if isinstance(value, float):
+        return k.Literal_Float(value)
+    return k.Literal_Text(value)
+
+
+def _named(exprs, named):
+    columns = []
+    for e in exprs:
+        e = e if isinstance(e, Expr) else col(e)
+        if e._name is None:
+            raise ValueError(f"an expression that starts from no column ({len(e._nodes)} nodes) has no name: "
+                             "give it one with .alias(\"name\") or with_columns(name=expr)")
+        columns.append((e._name, _wit(e)))
+    columns.extend((name, _wit(_expr(e))) for name, e in named.items())
+    return columns
+
+
+def _names(names):
+    """`select("a", "b")` and `select(["a", "b"])` alike."""
+    if len(names) == 1 and isinstance(names[0], (list, tuple)):
+        return list(names[0])
+    return list(names)
+
+
+class Frame:
+    """A table held by the kernels."""
+
+    __slots__ = ("_kernel",)
+
+    def __init__(self, kernel):
+        self._kernel = kernel
+
+    @staticmethod
+    def from_ipc(data):
+        """The frame an Arrow IPC stream holds."""
+        return Frame(_kernel(_kernels.Frame.from_ipc, data))
+
+    @property
+    def height(self):
+        """How many rows it has."""
+        return self._kernel.num_rows()
+
+    def __len__(self):
+        return self.height
+
+    @property
+    def columns(self):
+        """Its columns' names, in order."""
+        return list(self._kernel.column_names())
+
+    def filter(self, *predicates):
+        """The rows where every predicate holds (null counts as false)."""
+        if not predicates:
+            return self
+        predicate = predicates[0]
+        for p in predicates[1:]:
+            predicate = predicate & p
+        return Frame(_kernel(self._kernel.filter, _wit(_expr(predicate))))
+
+    def with_columns(self, *exprs, **named):
+        """The frame with each expression added as a column (named by its alias,
+        else by the column it starts from; `name=expr` names it too), or
+        replacing the column of that name. All are of the frame as it was."""
+        return Frame(_kernel(self._kernel.with_columns, _named(exprs, named)))
+
+    def select(self, *names):
+        """Only the columns named, in that order."""
+        return Frame(_kernel(self._kernel.select, _names(names)))
+
+    def rename(self, mapping):
+        """The frame with columns renamed: `{"ts": "clicked_at"}`."""
+        return Frame(_kernel(self._kernel.rename, list(mapping.items())))
+
+    def drop(self, *names):
+        """The frame without the columns named."""
+        return Frame(_kernel(self._kernel.drop, _names(names)))
+
+    def to_ipc(self):
+        """The frame as an Arrow IPC stream; `weir.write` takes the frame itself."""
+        return self._kernel.to_ipc()
+
+    def __repr__(self):
+        return f"<weir.frame.Frame of {self.height} rows: {', '.join(self.columns)}>"
+
+
+def frames(slot):
+    """Each frame of `slot`, read into the kernels as it is reached."""
+    for data in slot.bytes():
+        yield Frame.from_ipc(data)
