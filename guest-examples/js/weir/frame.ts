@@ -211,7 +211,8 @@ function kernel<T>(work: () => T): T {
 
 /** A table held by the kernels. */
 export class Frame {
-  private constructor(private readonly kernel: Kernel) {}
+  /** @internal */
+  constructor(private readonly kernel: Kernel) {}
 
   /** The frame an Arrow IPC stream holds. */
   static fromIpc(bytes: Uint8Array): Frame {
@@ -262,9 +263,14 @@ export class Frame {
     return new Frame(kernel(() => this.kernel.drop(names)));
   }
 
-  /** The frame as an Arrow IPC stream; `write` takes the frame itself. */
+  /** The frame as an Arrow IPC stream (`write` takes the frame itself, and sends it without this copy). */
   toIpc(): Uint8Array {
     return this.kernel.toIpc();
+  }
+
+  /** Appends its rows to output table `table`, straight from the kernels to the host: `write(table, frame)`. */
+  writeTo(table: string): void {
+    this.kernel.write(table);
   }
 }
 
@@ -276,7 +282,11 @@ function unnamed(e: Expr): never {
   throw new InvalidInput(`an expression that starts from no column (${e.nodes.length} nodes) has no name: give it one with .alias('name')`);
 }
 
-/** Each frame of `slot`, read into the kernels as it is reached. */
+/** Each frame of `slot`, read from the host straight into the kernels as it is reached. */
 export function* frames(slot: Slot): Generator<Frame> {
-  for (const bytes of slot.bytes()) yield Frame.fromIpc(bytes);
+  for (;;) {
+    const next = kernel(() => Kernel.readNext(slot.raw));
+    if (next === undefined) return;
+    yield new Frame(next);
+  }
 }

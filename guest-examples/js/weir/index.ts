@@ -62,16 +62,18 @@ export interface Slot extends Iterable<RecordBatch> {
   readonly frameCount: number;
   /** Each frame as a Table, read as it is reached. */
   frames(): Iterable<Table>;
-  /** Each frame's Arrow IPC stream, unread (for `frames` of 'weir/frame', which reads it into the kernels). */
+  /** Each frame's Arrow IPC stream, unread. */
   bytes(): Iterable<Uint8Array>;
+  /** The host's handle on the frames (which `frames` of 'weir/frame' reads straight into the kernels). */
+  readonly raw: Frames;
 }
 
-/** What holds its own Arrow IPC: a frame of 'weir/frame'. */
-export interface Ipc {
-  toIpc(): Uint8Array;
+/** What writes itself to a table: a frame of 'weir/frame', straight from the kernels. */
+export interface Writes {
+  writeTo(table: string): void;
 }
 
-export type Output = Record<string, RecordBatch | RecordBatch[] | Table | Ipc>;
+export type Output = Record<string, RecordBatch | RecordBatch[] | Table | Writes>;
 export type Publish = (slots: Slot[]) => Output | void;
 
 /** The frame each record batch came in, for batches that are a frame's only one. */
@@ -94,6 +96,7 @@ function slot(frames: Frames): Slot {
     frameCount: count,
     frames: tables,
     bytes,
+    raw: frames,
     *[Symbol.iterator]() {
       for (const table of tables()) yield* table.batches;
     },
@@ -101,8 +104,8 @@ function slot(frames: Frames): Slot {
 }
 
 /** Appends `batches` (of one schema) to the output table `table`, as they are made. */
-export function write(table: string, batches: RecordBatch | RecordBatch[] | Table | Ipc): void {
-  if ('toIpc' in batches) return hostWrite(table, batches.toIpc());
+export function write(table: string, batches: RecordBatch | RecordBatch[] | Table | Writes): void {
+  if ('writeTo' in batches) return batches.writeTo(table);
   const list = batches instanceof Table ? batches.batches : Array.isArray(batches) ? batches : [batches];
   if (list.length === 0) return;
   // A batch read from a frame and unchanged goes out as the bytes it came in.

@@ -32,6 +32,7 @@ declare module 'weir:publisher/output@0.2.1' {
 }
 
 declare module 'weir:frames/kernels@0.1.0' {
+  import type { Frames } from 'weir:publisher/types@0.2.1';
   export type Literal =
     | { tag: 'null' }
     | { tag: 'boolean'; val: boolean }
@@ -55,6 +56,8 @@ declare module 'weir:frames/kernels@0.1.0' {
   /** A table held by the kernels. Methods throw (the error's `payload` says why) where the WIT returns an error. */
   export class Frame {
     static fromIpc(bytes: Uint8Array): Frame;
+    /** The slot's next frame, read from the host into the kernels; undefined once all are read. */
+    static readNext(slot: Frames): Frame | undefined;
     numRows(): bigint;
     columnNames(): string[];
     filter(predicate: Expr): Frame;
@@ -63,5 +66,7 @@ declare module 'weir:frames/kernels@0.1.0' {
     rename(names: [string, string][]): Frame;
     drop(names: string[]): Frame;
     toIpc(): Uint8Array;
+    /** Appends its rows to output table `table` (output.write, from the kernels). */
+    write(table: string): void;
   }
 }

@@ -12,9 +12,13 @@ mod ipc;
 use arrow_array::RecordBatch;
 use arrow_schema::{Field, Schema};
 
-wit_bindgen::generate!({ path: "../../wit/frames", world: "kernels-lib" });
+wit_bindgen::generate!({ path: "../../wit/frames", world: "kernels-lib", generate_all });
 
 use exports::weir::frames::kernels::{Expr, Frame as FrameHandle, Guest, GuestFrame};
+use weir::publisher::types::Frames;
+
+/// Rows a write sends the host at a time, as the Rust SDK sends them.
+const WRITE_ROWS: usize = 64 * 1024;
 
 struct Kernels;
 
@@ -34,6 +38,11 @@ impl GuestFrame for Frame {
             _ => arrow_select::concat::concat_batches(&batches[0].schema(), &batches).map_err(|e| not_ipc(&e))?,
         };
         Ok(FrameHandle::new(Frame(batch)))
+    }
+
+    fn read_next(slot: &Frames) -> Result<Option<FrameHandle>, String> {
+        let Some(bytes) = slot.next() else { return Ok(None) };
+        Self::from_ipc(bytes).map(Some)
     }
 
     fn num_rows(&self) -> u64 {
@@ -110,6 +119,21 @@ impl GuestFrame for Frame {
             (0..schema.fields().len()).filter(|&i| !names.contains(schema.field(i).name())).collect();
         let batch = self.0.project(&kept).map_err(|e| e.to_string())?;
         Ok(FrameHandle::new(Frame(batch)))
+    }
+
+    fn write(&self, table: String) {
+        let mut at = 0;
+        loop {
+            let piece = self.0.slice(at, WRITE_ROWS.min(self.0.num_rows() - at));
+            weir::publisher::output::write(
+                &table,
+                &ipc::encode(&piece.schema(), std::slice::from_ref(&piece)).expect("arrow-rs writes what it made"),
+            );
+            at += piece.num_rows();
+            if at == self.0.num_rows() {
+                return;
+            }
+        }
     }
 
     fn to_ipc(&self) -> Vec<u8> {

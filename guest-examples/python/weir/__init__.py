@@ -64,8 +64,8 @@ _imports = None
 def write(table, batches):
     """Appends `batches` (a RecordBatch or several, of one schema, or a
     `weir.frame.Frame`) to output table `table`."""
-    if hasattr(batches, "to_ipc"):
-        _imports.output.write(table, batches.to_ipc())
+    if hasattr(batches, "write_to"):
+        batches.write_to(table)
         return
     batches = [batches] if isinstance(batches, RecordBatch) else list(batches)
     if batches:

@@ -442,14 +442,20 @@ class Frame:
         return Frame(_kernel(self._kernel.drop, _names(names)))
 
     def to_ipc(self):
-        """The frame as an Arrow IPC stream; `weir.write` takes the frame itself."""
+        """The frame as an Arrow IPC stream (`weir.write` takes the frame itself, and sends it without this copy)."""
         return self._kernel.to_ipc()
+
+    def write_to(self, table):
+        """Appends its rows to output table `table`, straight from the kernels to the host: `weir.write(table, frame)`."""
+        self._kernel.write(table)
 
     def __repr__(self):
         return f"<weir.frame.Frame of {self.height} rows: {', '.join(self.columns)}>"
 
 
 def frames(slot):
-    """Each frame of `slot`, read into the kernels as it is reached."""
-    for data in slot.bytes():
-        yield Frame.from_ipc(data)
+    """Each frame of `slot`, read from the host straight into the kernels as it is reached."""
+    if _kernels is None:
+        raise RuntimeError("weir.frame evaluates expressions inside a component: build with `weir plugin build`")
+    while (frame := _kernel(_kernels.Frame.read_next, slot._frames)) is not None:
+        yield Frame(frame)
