@@ -4,6 +4,7 @@
 //! known before the rows are (a pattern, a group's index, a type) is a literal.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_arith::temporal::{DatePart, date_part};
@@ -12,6 +13,7 @@ use arrow_array::types::{Date32Type, Int64Type};
 use arrow_array::{Array, BooleanArray, Date32Array, Int64Array, StringArray, UInt32Array, cast::AsArray};
 use arrow_cast::cast::{CastOptions, cast_with_options};
 use arrow_schema::{DataType, TimeUnit};
+use foldhash::fast::FixedState;
 use regex::{Regex, RegexBuilder};
 
 use crate::expr::{Value, coerce, datums};
@@ -136,14 +138,9 @@ pub fn call(name: &str, args: &[Value], rows: usize) -> Result<Value, String> {
                 .ok_or_else(|| format!("the pattern has no group {group} (it has {})", regex.captures_len() - 1))?;
             // One set of capture slots for every row: no allocation a row.
             let mut slots = regex.capture_locations();
-            let strings = strings(&args[0], name)?;
-            let mut extracted = StringBuilder::with_capacity(strings.len(), strings.value_data().len());
-            for s in strings.iter() {
-                let found =
-                    s.and_then(|s| regex.captures_read(&mut slots, s).and(slots.get(group)).map(|(a, b)| &s[a..b]));
-                extracted.append_option(found);
-            }
-            Ok(args[0].like(Arc::new(extracted.finish())))
+            map_text(&args[0], name, |s| {
+                regex.captures_read(&mut slots, s).and(slots.get(group)).map(|(a, b)| Cow::Borrowed(&s[a..b]))
+            })
         }
         "str.replace" | "str.replace_all" => {
             arity(3..=4)?;
@@ -307,17 +304,66 @@ fn strings(v: &Value, name: &str) -> Result<StringArray, String> {
 }
 
 /// Each text value through `f` (null where it gives none); nulls stay null.
-fn map_text<'a>(v: &'a Value, name: &str, f: impl Fn(&str) -> Option<Cow<'_, str>>) -> Result<Value, String> {
+fn map_text(
+    v: &Value,
+    name: &str,
+    mut f: impl for<'s> FnMut(&'s str) -> Option<Cow<'s, str>>,
+) -> Result<Value, String> {
     let strings = strings(v, name)?;
-    let mapped: StringArray = strings.iter().map(|s| s.and_then(&f)).collect();
-    Ok(v.like(Arc::new(mapped)))
+    let mut memo = Memo::default();
+    let mut mapped = StringBuilder::with_capacity(strings.len(), strings.value_data().len());
+    for s in strings.iter() {
+        mapped.append_option(s.and_then(|s| memo.get(s, &mut f)));
+    }
+    Ok(v.like(Arc::new(mapped.finish())))
 }
 
 /// Whether each text value satisfies `f`; nulls stay null.
-fn matches(v: &Value, name: &str, f: impl Fn(&str) -> bool) -> Result<Value, String> {
+fn matches(v: &Value, name: &str, mut f: impl FnMut(&str) -> bool) -> Result<Value, String> {
     let strings = strings(v, name)?;
-    let mapped: BooleanArray = strings.iter().map(|s| s.map(&f)).collect();
+    let mut memo = Memo::default();
+    let mapped: BooleanArray = strings.iter().map(|s| s.map(|s| memo.get(s, &mut f))).collect();
     Ok(v.like(Arc::new(mapped)))
+}
+
+/// Answers a text function gave, by value: a column's text often repeats (a
+/// URL, a country, a device), and looking one up costs a fraction of a
+/// regular expression's search. Once most of the first rows turn out to be
+/// distinct, it stops remembering, so a column of unique values pays for
+/// [`MEMO_TRIAL`] lookups only; it holds at most [`MEMO_MAX`] answers.
+struct Memo<'s, T> {
+    seen: HashMap<&'s str, T, FixedState>,
+    rows: usize,
+    off: bool,
+}
+
+const MEMO_TRIAL: usize = 1024;
+const MEMO_MAX: usize = 4096;
+
+impl<T> Default for Memo<'_, T> {
+    fn default() -> Self {
+        Self { seen: HashMap::default(), rows: 0, off: false }
+    }
+}
+
+impl<'s, T: Clone> Memo<'s, T> {
+    fn get(&mut self, s: &'s str, f: &mut impl FnMut(&'s str) -> T) -> T {
+        if self.off {
+            return f(s);
+        }
+        self.rows += 1;
+        if let Some(known) = self.seen.get(s) {
+            return known.clone();
+        }
+        let answer = f(s);
+        if self.seen.len() < MEMO_MAX {
+            self.seen.insert(s, answer.clone());
+        }
+        if self.rows >= MEMO_TRIAL && self.seen.len() * 2 > self.rows {
+            (self.off, self.seen) = (true, HashMap::default());
+        }
+        answer
+    }
 }
 
 /// Dates and times rounded down to a multiple of `every` (`1d`, `6h`, `15m`,
@@ -376,4 +422,35 @@ fn interval_micros(every: &str) -> Result<i64, String> {
 
 fn bad_interval(every: &str) -> String {
     format!("{every:?} is no interval: write a count and a unit, w, d, h, m, s, ms or us (`1h`, `15m`)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembered_answers_are_the_answers_whether_values_repeat_or_not() {
+        let count = |s: &str| s.len() % 7;
+        // Few distinct values: remembered throughout.
+        let repeating: Vec<String> = (0..5000).map(|i| format!("v{}", i % 10)).collect();
+        let mut memo = Memo::default();
+        let mut calls = 0;
+        for s in &repeating {
+            assert_eq!(
+                memo.get(s, &mut |s: &str| {
+                    calls += 1;
+                    count(s)
+                }),
+                count(s)
+            );
+        }
+        assert_eq!(calls, 10);
+        // All distinct: it stops remembering after the trial, holding nothing.
+        let unique: Vec<String> = (0..5000).map(|i| format!("u{i}")).collect();
+        let mut memo = Memo::default();
+        for s in &unique {
+            assert_eq!(memo.get(s, &mut |s: &str| count(s)), count(s));
+        }
+        assert!(memo.off && memo.seen.is_empty());
+    }
 }
