@@ -372,11 +372,11 @@ fn a_python_publishers_exceptions_are_its_errors() {
         &[
             ("raise ValueError('no column price')", "the plugin rejected its input: no column price"),
             // Where, in the author's file: not the SDK's frames, not componentize-py's paths.
-            ("{}['price']", "the plugin failed: KeyError: 'price' (at app.py:11, in publish)"),
+            ("{}['price']", "the plugin failed: KeyError: 'price' (at app.py:21, in publish)"),
             // A column the input lacks: invalid input, naming those it has, as in TypeScript.
             (
-                "[b.column('price') for b in slots[0]]",
-                "the plugin rejected its input: the input has no column `price`: its columns are event_id, user_id",
+                "[f.select('price') for f in frames(slots[0])]",
+                "the plugin rejected its input: the frame has no column `price` (its columns: event_id, user_id",
             ),
         ],
     );
@@ -390,10 +390,10 @@ fn a_javascript_publishers_exceptions_are_its_errors() {
         "  let rows = 0;",
         &[
             ("throw new InvalidInput('no column price');", "the plugin rejected its input: no column price"),
-            ("null.price;", "the plugin failed: TypeError: can't access property \"price\" of null (at app.js:8)"),
+            ("null.price;", "the plugin failed: TypeError: can't access property \"price\" of null (at app.js:18)"),
             (
-                "for (const b of slots[0]) column(b, 'price');",
-                "the plugin rejected its input: the input has no column `price`: its columns are event_id, user_id",
+                "for (const f of frames(slots[0])) f.select('price');",
+                "the plugin rejected its input: the frame has no column `price` (its columns: event_id, user_id",
             ),
         ],
     );
@@ -408,7 +408,7 @@ fn a_typescript_publishers_runtime_errors_point_at_its_own_lines() {
         "  let rows = 0;",
         &[(
             "(null as any).price;",
-            "the plugin failed: TypeError: can't access property \"price\" of null (at app.ts:8)",
+            "the plugin failed: TypeError: can't access property \"price\" of null (at app.ts:18)",
         )],
     );
 }
@@ -429,7 +429,7 @@ fn a_python_build_failure_says_what_is_wrong_in_the_authors_file() {
             "WitWorld",
         ),
         // A syntax error: the file, line and message, not componentize-py's traceback.
-        (format!("{code}\ndef broken(:\n    pass\n"), "  File \"app.py\", line 19\n    def broken(:\n", "/0/"),
+        (format!("{code}\ndef broken(:\n    pass\n"), "  File \"app.py\", line 29\n    def broken(:\n", "/0/"),
     ] {
         assert_ne!(changed, code);
         std::fs::write(&app, &changed).unwrap();

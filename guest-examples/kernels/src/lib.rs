@@ -27,17 +27,26 @@ impl Guest for Kernels {
 }
 
 /// A frame: its rows, in one record batch.
-pub struct Frame(RecordBatch);
+pub struct Frame(RecordBatch, Option<arrow_buffer::Buffer>);
+
+impl Frame {
+    /// A frame made here: written, it is encoded.
+    fn made(batch: RecordBatch) -> FrameHandle {
+        FrameHandle::new(Frame(batch, None))
+    }
+}
 
 impl GuestFrame for Frame {
     fn from_ipc(bytes: Vec<u8>) -> Result<FrameHandle, String> {
         let not_ipc = |e: &dyn std::fmt::Display| format!("the frame is not an Arrow IPC stream: {e}");
-        let (batches, _) = ipc::decode_batches(bytes).map_err(|e| not_ipc(&e))?;
-        let batch = match batches.len() {
-            1 => batches.into_iter().next().expect("one batch"),
-            _ => arrow_select::concat::concat_batches(&batches[0].schema(), &batches).map_err(|e| not_ipc(&e))?,
-        };
-        Ok(FrameHandle::new(Frame(batch)))
+        let (batches, whole) = ipc::decode_batches(bytes).map_err(|e| not_ipc(&e))?;
+        if batches.len() == 1 {
+            // Written back unchanged, it goes out as these bytes: a passthrough costs next to nothing.
+            let batch = batches.into_iter().next().expect("one batch");
+            return Ok(FrameHandle::new(Frame(batch, Some(whole))));
+        }
+        let batch = arrow_select::concat::concat_batches(&batches[0].schema(), &batches).map_err(|e| not_ipc(&e))?;
+        Ok(Frame::made(batch))
     }
 
     fn read_next(slot: &Frames) -> Result<Option<FrameHandle>, String> {
@@ -56,7 +65,7 @@ impl GuestFrame for Frame {
     fn filter(&self, predicate: Expr) -> Result<FrameHandle, String> {
         let mask = expr::predicate(&predicate, &self.0)?;
         let kept = arrow_select::filter::filter_record_batch(&self.0, &mask).map_err(|e| e.to_string())?;
-        Ok(FrameHandle::new(Frame(kept)))
+        Ok(Frame::made(kept))
     }
 
     fn with_columns(&self, columns: Vec<(String, Expr)>) -> Result<FrameHandle, String> {
@@ -79,7 +88,7 @@ impl GuestFrame for Frame {
             }
         }
         let batch = RecordBatch::try_new(Schema::new(fields).into(), arrays).map_err(|e| e.to_string())?;
-        Ok(FrameHandle::new(Frame(batch)))
+        Ok(Frame::made(batch))
     }
 
     fn select(&self, names: Vec<String>) -> Result<FrameHandle, String> {
@@ -89,7 +98,7 @@ impl GuestFrame for Frame {
             .map(|name| schema.index_of(name).map_err(|_| expr::no_column(name, &self.0)))
             .collect::<Result<Vec<_>, _>>()?;
         let batch = self.0.project(&indices).map_err(|e| e.to_string())?;
-        Ok(FrameHandle::new(Frame(batch)))
+        Ok(Frame::made(batch))
     }
 
     fn rename(&self, names: Vec<(String, String)>) -> Result<FrameHandle, String> {
@@ -107,7 +116,7 @@ impl GuestFrame for Frame {
             .collect();
         let batch =
             RecordBatch::try_new(Schema::new(fields).into(), self.0.columns().to_vec()).map_err(|e| e.to_string())?;
-        Ok(FrameHandle::new(Frame(batch)))
+        Ok(Frame::made(batch))
     }
 
     fn drop(&self, names: Vec<String>) -> Result<FrameHandle, String> {
@@ -118,10 +127,14 @@ impl GuestFrame for Frame {
         let kept: Vec<usize> =
             (0..schema.fields().len()).filter(|&i| !names.contains(schema.field(i).name())).collect();
         let batch = self.0.project(&kept).map_err(|e| e.to_string())?;
-        Ok(FrameHandle::new(Frame(batch)))
+        Ok(Frame::made(batch))
     }
 
     fn write(&self, table: String) {
+        if let Some(bytes) = self.1.as_ref().filter(|_| self.0.num_rows() <= WRITE_ROWS) {
+            weir::publisher::output::write(&table, bytes.as_slice());
+            return;
+        }
         let mut at = 0;
         loop {
             let piece = self.0.slice(at, WRITE_ROWS.min(self.0.num_rows() - at));
@@ -137,6 +150,9 @@ impl GuestFrame for Frame {
     }
 
     fn to_ipc(&self) -> Vec<u8> {
+        if let Some(bytes) = &self.1 {
+            return bytes.to_vec();
+        }
         ipc::encode(&self.0.schema(), std::slice::from_ref(&self.0)).expect("arrow-rs writes what it made")
     }
 }

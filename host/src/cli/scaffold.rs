@@ -86,11 +86,21 @@ fn publish(slots: Vec<Frames>, output: &mut Output) -> Result<()> {
 weir_guest::export_stream_publisher!(publish);
 "#;
 
-const PYTHON_APP: &str = r#""""A weir publisher: every record batch of the input, unchanged, into the
-table its declaration names. Raise ValueError for input it cannot handle;
+const PYTHON_APP: &str = r#""""A weir publisher: every row of the input into the table its declaration
+names, through weir's dataframe API (`weir.frame`: expressions shaped like
+Polars', evaluated by compiled kernels inside the component, so no row
+becomes a Python object). Shape the rows on the way, for example:
+
+    from weir.frame import col, when
+
+    kept = frame.filter(col("duration_ms") >= 100)
+    kept = kept.with_columns((col("duration_ms") / 1000).alias("duration_s"))
+
+Raise ValueError for input it cannot handle (a kernel's error does too);
 print() goes to the plugin's log. Built by `weir plugin build` with
-componentize-py."""
+componentize-py, the kernels composed in."""
 import weir
+from weir.frame import frames
 
 
 @weir.publisher
@@ -99,9 +109,9 @@ def publish(slots):
     # The output table: a stream publisher writes exactly one, named after its
     # topic, so this code serves any topic.
     table = weir.tables()[0]
-    for batch in slots[0]:  # a weir.RecordBatch at a time
-        weir.write(table, batch)
-        rows += batch.num_rows
+    for frame in frames(slots[0]):  # a weir.frame.Frame at a time
+        weir.write(table, frame)
+        rows += frame.height
     weir.log(f"{rows} rows from {slots[0].source} published to {table}")
 "#;
 
@@ -116,20 +126,29 @@ const PYTHON_SDK: [(&str, &str); 7] = [
     ("types.py", include_str!("../../../guest-examples/python/weir/types.py")),
 ];
 
-const JS_APP: &str = r#"// A weir publisher: every record batch of the input, unchanged, into the
-// table its declaration names. Throw InvalidInput for input it cannot handle;
-// console.log goes to the plugin's log. Built by `weir plugin build`.
-import { InvalidInput, column, log, publisher, tables, write } from 'weir';
+const JS_APP: &str = r#"// A weir publisher: every row of the input into the table its declaration
+// names, through weir's dataframe API ('weir/frame': expressions shaped like
+// Polars', evaluated by compiled kernels inside the component, so no row
+// becomes a JavaScript value). Shape the rows on the way, for example:
+//
+//   import { col } from 'weir/frame';
+//   const kept = frame.filter(col('duration_ms').gtEq(100))
+//     .withColumns(col('duration_ms').divideBy(1000).alias('duration_s'));
+//
+// Throw InvalidInput for input it cannot handle (a kernel's error does too);
+// console.log goes to the plugin's log. Built by `weir plugin build`, the
+// kernels composed in.
+import { InvalidInput, log, publisher, tables, write } from 'weir';
+import { frames } from 'weir/frame';
 
 export const publish = publisher((slots) => {
   let rows = 0;
   // The output table: a stream publisher writes exactly one, named after its
   // topic, so this code serves any topic.
   const table = tables()[0];
-  for (const batch of slots[0]) {
-    // an apache-arrow RecordBatch at a time
-    write(table, batch);
-    rows += batch.numRows;
+  for (const frame of frames(slots[0])) {
+    write(table, frame);
+    rows += frame.height;
   }
   log(`${rows} rows from ${slots[0].source} published to ${table}`);
 });
@@ -151,13 +170,13 @@ fn readme(name: &str, language: Language) -> String {
     let what = match language {
         Language::Rust => "Rust, with the weir-guest SDK (in `weir-guest/`)",
         Language::Typescript => {
-            "TypeScript, with weir's SDK (in `weir/`) over apache-arrow, built with componentize-js"
+            "TypeScript, with weir's SDK (in `weir/`: a dataframe API over weir's compiled kernels, and apache-arrow for rows), built with componentize-js"
         }
         Language::Javascript => {
-            "JavaScript, with weir's SDK (in `weir/`) over apache-arrow, built with componentize-js"
+            "JavaScript, with weir's SDK (in `weir/`: a dataframe API over weir's compiled kernels, and apache-arrow for rows), built with componentize-js"
         }
         Language::Python => {
-            "Python, with weir's SDK (in `weir/`), built with componentize-py (CPython in the component)"
+            "Python, with weir's SDK (in `weir/`: a dataframe API over weir's compiled kernels, and Arrow in pure Python for rows), built with componentize-py (CPython in the component)"
         }
     };
     format!(
