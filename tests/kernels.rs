@@ -16,7 +16,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use weir::plugin::compose;
 use weir::plugin::{GuestError, Limits, LoadError, RunError};
 
-use common::{clicks, declared, frame, js_guest, js_guest_uncomposed, runtime};
+use common::{clicks, declared, frame, js_guest, js_guest_uncomposed, python_guest, runtime};
 
 fn roomy() -> Limits {
     Limits { deadline: Duration::from_secs(60), ..Limits::default() }
@@ -117,5 +117,79 @@ fn a_publisher_importing_the_kernels_without_them_composed_in_is_refused_saying_
         }
         Err(e) => panic!("refused for another reason: {e}"),
         Ok(_) => panic!("a component whose kernels import nothing serves loaded"),
+    }
+}
+
+/// `array` as text, to compare answers whose types differ only in width
+/// (Polars' `dt.day` is an int8, the kernels' an int32); timestamps without
+/// their zone's name (the same instants: Polars names UTC by name).
+fn as_text(array: &ArrayRef) -> ArrayRef {
+    let array = match array.data_type() {
+        DataType::Timestamp(unit, Some(_)) => cast(array, &DataType::Timestamp(*unit, None)).unwrap(),
+        _ => array.clone(),
+    };
+    cast(&array, &DataType::Utf8).unwrap()
+}
+
+#[test]
+fn the_python_dataframe_api_answers_as_polars_does() {
+    // Every expression of guest-examples/python/fixtures/frame-expressions/expressions.py,
+    // through weir.frame and the kernels in the sandbox, and through Polars natively.
+    let input = clicks(5_000, 31);
+    let rt = runtime();
+    let plugin = rt.load(&python_guest("fixtures/frame-expressions")).unwrap();
+    let run =
+        rt.publish(&plugin, vec![vec![frame(std::slice::from_ref(&input))]], &roomy(), Some(&declared(&["clicks"])));
+    let tables = run.outcome.unwrap_or_else(|e| panic!("the publisher fails: {e}\n{:?}", run.log));
+    let ours = concat_batches(&tables[0].frame.schema, &tables[0].frame.batches).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (given, answered) = (dir.path().join("input.arrows"), dir.path().join("polars.arrows"));
+    let at = input.schema().index_of("ts").unwrap();
+    let mut fields: Vec<Field> = input.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    let utc = DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into()));
+    fields[at] = Field::new("ts", utc.clone(), false);
+    let mut columns = input.columns().to_vec();
+    columns[at] = cast(&columns[at], &utc).unwrap();
+    std::fs::write(&given, frame(&[RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()])).unwrap();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/python/polars_expressions.py");
+    let out = std::process::Command::new("python3").arg(script).arg(&given).arg(&answered).output().unwrap();
+    assert!(out.status.success(), "polars: {}", String::from_utf8_lossy(&out.stderr));
+    let reader = arrow::ipc::reader::StreamReader::try_new(std::fs::File::open(&answered).unwrap(), None).unwrap();
+    let schema = reader.schema();
+    let polars = concat_batches(&schema, &reader.collect::<Result<Vec<_>, _>>().unwrap()).unwrap();
+
+    assert_eq!(ours.num_rows(), input.num_rows());
+    let names: Vec<&String> = polars.schema_ref().fields().iter().map(|f| f.name()).collect();
+    assert_eq!(ours.schema().fields().iter().map(|f| f.name()).collect::<Vec<_>>(), names);
+    for name in names {
+        let (a, b) = (ours.column_by_name(name).unwrap(), polars.column_by_name(name).unwrap());
+        if a.data_type().is_floating() && b.data_type().is_floating() {
+            // Polars divides by a literal as a multiplication by its reciprocal
+            // (15322 / 1000 is 15.322000000000001 there): equal to the last bits.
+            let (a, b) = (cast(a, &DataType::Float64).unwrap(), cast(b, &DataType::Float64).unwrap());
+            let (a, b) = (
+                a.as_any().downcast_ref::<Float64Array>().unwrap(),
+                b.as_any().downcast_ref::<Float64Array>().unwrap(),
+            );
+            for (row, (x, y)) in a.iter().zip(b.iter()).enumerate() {
+                let close = match (x, y) {
+                    (Some(x), Some(y)) => x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
+                    (x, y) => x.is_none() && y.is_none(),
+                };
+                assert!(close, "`{name}` differs at row {row}: the kernels say {x:?}, Polars {y:?}");
+            }
+            continue;
+        }
+        let (a, b) = (as_text(a), as_text(b));
+        if &a != &b {
+            let row = (0..a.len()).find(|&i| a.slice(i, 1) != b.slice(i, 1)).unwrap_or(0);
+            panic!(
+                "`{name}` differs first at row {row}: the kernels say {:?}, Polars {:?}",
+                a.slice(row, 1),
+                b.slice(row, 1)
+            );
+        }
     }
 }

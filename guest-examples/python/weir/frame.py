@@ -24,7 +24,14 @@ except ImportError:  # outside a component: expressions are built, not evaluated
     _kernels = None
     _Err = None
 
-__all__ = ["col", "lit", "when", "frames", "Expr", "Frame"]
+__all__ = ["col", "lit", "when", "frames", "Expr", "Frame", "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16",
+           "UInt32", "UInt64", "Float32", "Float64", "String", "Utf8", "Boolean", "Date", "Datetime"]
+
+# The types `cast` takes, by the names Polars gives them (`col("n").cast(Float64)`).
+Int8, Int16, Int32, Int64 = "Int8", "Int16", "Int32", "Int64"
+UInt8, UInt16, UInt32, UInt64 = "UInt8", "UInt16", "UInt32", "UInt64"
+Float32, Float64, String, Utf8, Boolean = "Float32", "Float64", "String", "Utf8", "Boolean"
+Date, Datetime = "Date", "Datetime"
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
