@@ -14,7 +14,7 @@ use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, Strin
 use arrow::compute::{cast, concat_batches, filter_record_batch};
 use arrow::datatypes::{DataType, Field, Schema};
 use weir::plugin::compose;
-use weir::plugin::{GuestError, Limits, LoadError, RunError};
+use weir::plugin::{GuestError, Limits, LoadError, RunError, TrapKind};
 
 use common::{clicks, declared, frame, js_guest, js_guest_uncomposed, python_guest, runtime};
 
@@ -192,4 +192,23 @@ fn the_python_dataframe_api_answers_as_polars_does() {
             );
         }
     }
+}
+
+#[test]
+fn kernels_that_grow_without_end_are_stopped_by_the_memory_cap_and_the_next_call_succeeds() {
+    // Every URL doubled in the kernels, again and again: their memory is the plugin's.
+    let rt = runtime();
+    let bomb = rt.load(&python_guest("hostile/kernels-bomb")).unwrap();
+    let limits = Limits { memory_bytes: 64 << 20, ..roomy() };
+    let run = rt.publish(&bomb, vec![vec![frame(&[clicks(100, 3)])]], &limits, None);
+    match &run.outcome {
+        Err(RunError::Trap(trap)) => assert_eq!(trap.kind, TrapKind::Memory { limit_bytes: 64 << 20 }),
+        other => panic!("expected the memory cap to stop it, got {other:?}"),
+    }
+    let said = run.outcome.unwrap_err().to_string();
+    assert!(said.starts_with("the plugin exceeded its 64 MiB memory limit and was stopped"), "{said}");
+    // The same runtime then runs a publisher over the kernels as ever.
+    let enrich = rt.load(&python_guest("clicks-enrich")).unwrap();
+    let run = rt.publish(&enrich, vec![vec![frame(&[clicks(500, 4)])]], &roomy(), Some(&declared(&["clicks"])));
+    assert!(run.outcome.is_ok_and(|tables| tables[0].frame.rows() > 0), "{:?}", run.log);
 }

@@ -150,26 +150,39 @@ export class Time {
   truncate(every: string): Expr { return call('dt.truncate', this.e, every); }
 }
 
-/** `when(cond).then(a).otherwise(b)`: `a` where `cond` holds, `b` where it is false or null (null without `otherwise`). */
+/**
+ * `when(cond).then(a).otherwise(b)`: `a` where `cond` holds, `b` where it is
+ * false or null (null without `otherwise`); `.when(…).then(…)` chains more.
+ */
 export function when(condition: Expr): { then(value: Expr | Value): Then } {
-  return { then: (value) => new Then(condition, value) };
+  return { then: (value) => new Then([[condition, value]]) };
 }
 
-/** A `when(…).then(…)`, an expression (null where the condition fails) until `otherwise` says what else. */
+type Branch = [Expr, Expr | Value];
+
+/** A `when(…).then(…)`, an expression (null where no condition holds) until `otherwise` says what else. */
 export class Then extends Expr {
   /** @internal */
-  constructor(
-    private readonly condition: Expr,
-    private readonly value: Expr | Value,
-  ) {
-    const chosen = call('when', condition, value, null);
-    super(chosen.nodes, value instanceof Expr ? value.name : undefined);
+  constructor(private readonly branches: Branch[]) {
+    const chosen = chain(branches, null);
+    super(chosen.nodes, chosen.name);
+  }
+
+  when(condition: Expr): { then(value: Expr | Value): Then } {
+    return { then: (value) => new Then([...this.branches, [condition, value]]) };
   }
 
   otherwise(value: Expr | Value): Expr {
-    const chosen = call('when', this.condition, this.value, value);
-    return new Expr(chosen.nodes, this.value instanceof Expr ? this.value.name : undefined);
+    return chain(this.branches, value);
   }
+}
+
+/** The branches as nested `when`s, named after the first branch's value. */
+function chain(branches: Branch[], otherwise: Expr | Value): Expr {
+  let chosen: Expr | Value = otherwise;
+  for (const [condition, value] of [...branches].reverse()) chosen = call('when', condition, value, chosen);
+  const first = branches[0][1];
+  return new Expr((chosen as Expr).nodes, first instanceof Expr ? first.name : undefined);
 }
 
 type BinaryOp = Extract<Node, { tag: 'binary' }>['val'][0];
