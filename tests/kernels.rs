@@ -131,18 +131,9 @@ fn as_text(array: &ArrayRef) -> ArrayRef {
     cast(&array, &DataType::Utf8).unwrap()
 }
 
-#[test]
-fn the_python_dataframe_api_answers_as_polars_does() {
-    // Every expression of guest-examples/python/fixtures/frame-expressions/expressions.py,
-    // through weir.frame and the kernels in the sandbox, and through Polars natively.
-    let input = clicks(5_000, 31);
-    let rt = runtime();
-    let plugin = rt.load(&python_guest("fixtures/frame-expressions")).unwrap();
-    let run =
-        rt.publish(&plugin, vec![vec![frame(std::slice::from_ref(&input))]], &roomy(), Some(&declared(&["clicks"])));
-    let tables = run.outcome.unwrap_or_else(|e| panic!("the publisher fails: {e}\n{:?}", run.log));
-    let ours = concat_batches(&tables[0].frame.schema, &tables[0].frame.batches).unwrap();
-
+/// What Polars makes of guest-examples/python/fixtures/frame-expressions/expressions.py
+/// over `input`, natively (its time zone named: UTC, the same instants).
+fn polars_answers(input: &RecordBatch) -> RecordBatch {
     let dir = tempfile::tempdir().unwrap();
     let (given, answered) = (dir.path().join("input.arrows"), dir.path().join("polars.arrows"));
     let at = input.schema().index_of("ts").unwrap();
@@ -158,39 +149,60 @@ fn the_python_dataframe_api_answers_as_polars_does() {
     assert!(out.status.success(), "polars: {}", String::from_utf8_lossy(&out.stderr));
     let reader = arrow::ipc::reader::StreamReader::try_new(std::fs::File::open(&answered).unwrap(), None).unwrap();
     let schema = reader.schema();
-    let polars = concat_batches(&schema, &reader.collect::<Result<Vec<_>, _>>().unwrap()).unwrap();
+    concat_batches(&schema, &reader.collect::<Result<Vec<_>, _>>().unwrap()).unwrap()
+}
 
-    assert_eq!(ours.num_rows(), input.num_rows());
+#[test]
+fn the_dataframe_apis_answer_as_polars_does() {
+    // 38 expressions, through weir.frame / weir/frame and the kernels in the sandbox,
+    // against the same written for Polars and run natively.
+    let input = clicks(5_000, 31);
+    let polars = polars_answers(&input);
     let names: Vec<&String> = polars.schema_ref().fields().iter().map(|f| f.name()).collect();
-    assert_eq!(ours.schema().fields().iter().map(|f| f.name()).collect::<Vec<_>>(), names);
-    for name in names {
-        let (a, b) = (ours.column_by_name(name).unwrap(), polars.column_by_name(name).unwrap());
-        if a.data_type().is_floating() && b.data_type().is_floating() {
-            // Polars divides by a literal as a multiplication by its reciprocal
-            // (15322 / 1000 is 15.322000000000001 there): equal to the last bits.
-            let (a, b) = (cast(a, &DataType::Float64).unwrap(), cast(b, &DataType::Float64).unwrap());
-            let (a, b) = (
-                a.as_any().downcast_ref::<Float64Array>().unwrap(),
-                b.as_any().downcast_ref::<Float64Array>().unwrap(),
-            );
-            for (row, (x, y)) in a.iter().zip(b.iter()).enumerate() {
-                let close = match (x, y) {
-                    (Some(x), Some(y)) => x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
-                    (x, y) => x.is_none() && y.is_none(),
-                };
-                assert!(close, "`{name}` differs at row {row}: the kernels say {x:?}, Polars {y:?}");
-            }
-            continue;
+    assert_eq!(names.len(), 38);
+    let rt = runtime();
+    for (language, component) in
+        [("python", python_guest("fixtures/frame-expressions")), ("typescript", js_guest("fixtures/frame-expressions"))]
+    {
+        let plugin = rt.load(&component).unwrap();
+        let slot = vec![frame(std::slice::from_ref(&input))];
+        let run = rt.publish(&plugin, vec![slot], &roomy(), Some(&declared(&["clicks"])));
+        let tables = run.outcome.unwrap_or_else(|e| panic!("{language}: the publisher fails: {e}\n{:?}", run.log));
+        let ours = concat_batches(&tables[0].frame.schema, &tables[0].frame.batches).unwrap();
+        assert_eq!(ours.num_rows(), input.num_rows(), "{language}");
+        assert_eq!(ours.schema().fields().iter().map(|f| f.name()).collect::<Vec<_>>(), names, "{language}");
+        for name in &names {
+            let (a, b) = (ours.column_by_name(name).unwrap(), polars.column_by_name(name).unwrap());
+            assert_same_answers(a, b, &format!("{language}: `{name}`"));
         }
-        let (a, b) = (as_text(a), as_text(b));
-        if &a != &b {
-            let row = (0..a.len()).find(|&i| a.slice(i, 1) != b.slice(i, 1)).unwrap_or(0);
-            panic!(
-                "`{name}` differs first at row {row}: the kernels say {:?}, Polars {:?}",
-                a.slice(row, 1),
-                b.slice(row, 1)
-            );
+    }
+}
+
+/// `ours` and `polars` hold the same values: as text, or for floats to the
+/// last bits (Polars divides by a literal as a multiplication by its
+/// reciprocal: 15322 / 1000 is 15.322000000000001 there).
+fn assert_same_answers(ours: &ArrayRef, polars: &ArrayRef, what: &str) {
+    if ours.data_type().is_floating() && polars.data_type().is_floating() {
+        let (a, b) = (cast(ours, &DataType::Float64).unwrap(), cast(polars, &DataType::Float64).unwrap());
+        let (a, b) =
+            (a.as_any().downcast_ref::<Float64Array>().unwrap(), b.as_any().downcast_ref::<Float64Array>().unwrap());
+        for (row, (x, y)) in a.iter().zip(b.iter()).enumerate() {
+            let close = match (x, y) {
+                (Some(x), Some(y)) => x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
+                (x, y) => x.is_none() && y.is_none(),
+            };
+            assert!(close, "{what} differs at row {row}: the kernels say {x:?}, Polars {y:?}");
         }
+        return;
+    }
+    let (a, b) = (as_text(ours), as_text(polars));
+    if &a != &b {
+        let row = (0..a.len()).find(|&i| a.slice(i, 1) != b.slice(i, 1)).unwrap_or(0);
+        panic!(
+            "{what} differs first at row {row}: the kernels say {:?}, Polars {:?}",
+            a.slice(row, 1),
+            b.slice(row, 1)
+        );
     }
 }
 

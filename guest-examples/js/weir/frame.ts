@@ -54,6 +54,7 @@ export class Expr {
   not(): Expr { return this.unary('not'); }
   isNull(): Expr { return this.unary('is-null'); }
   isNotNull(): Expr { return this.unary('is-not-null'); }
+  neg(): Expr { return this.unary('neg'); }
 
   /** Where this is null, `value`'s value. */
   fillNull(value: Expr | Value): Expr { return call('fill_null', this, value); }
