@@ -80,10 +80,7 @@ pub fn python_guest(name: &str) -> Vec<u8> {
 pub fn python_guest_path(name: &str) -> PathBuf {
     built_guest("python", name, true, |source, wasm| {
         let sdk = source.ancestors().find(|d| d.join("weir/__init__.py").exists()).expect("the Python SDK");
-        let (wit, world) = match weir::plugin::compose::python_imports_kernels(source) {
-            true => ("wit/frames", "publisher"),
-            false => ("wit", "stream-publisher"),
-        };
+        let (wit, world) = weir::plugin::compose::python_world(source);
         let mut build = std::process::Command::new("componentize-py");
         build.arg("-d").arg(repo().join(wit)).args(["-w", world, "componentize", "app", "-p", "."]);
         build.arg("-p").arg(sdk).arg("-o").arg(wasm).current_dir(source).env("PYTHONDONTWRITEBYTECODE", "1");

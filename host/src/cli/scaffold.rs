@@ -452,8 +452,7 @@ fn compose_kernels(wasm: &Path) -> anyhow::Result<()> {
 fn build_python(dir: &Path) -> anyhow::Result<PathBuf> {
     let wasm = component_path(dir);
     // An app that uses the kernels (`weir.frame`) is built against the world that imports them.
-    let (wit, world) =
-        if compose::python_imports_kernels(dir) { ("wit/frames", "publisher") } else { ("wit", "stream-publisher") };
+    let (wit, world) = compose::python_world(dir);
     let out = Command::new("componentize-py")
         .args(["-d", wit, "-w", world, "componentize", "app", "-p", ".", "-o"])
         .arg(wasm.file_name().expect("a file name"))

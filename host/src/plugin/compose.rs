@@ -75,6 +75,12 @@ pub fn python_imports_kernels(dir: &std::path::Path) -> bool {
     false
 }
 
+/// The WIT directory (relative to the project's or the repository's root)
+/// and the world componentize-py builds the Python project in `dir` against.
+pub fn python_world(dir: &std::path::Path) -> (&'static str, &'static str) {
+    if python_imports_kernels(dir) { ("wit/frames", "publisher") } else { ("wit", "stream-publisher") }
+}
+
 /// `component` with the kernels composed in.
 pub fn with_kernels(component: &[u8]) -> anyhow::Result<Vec<u8>> {
     plug(component, &[("kernels", KERNELS)])
