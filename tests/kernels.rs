@@ -132,8 +132,9 @@ fn as_text(array: &ArrayRef) -> ArrayRef {
 }
 
 /// What Polars makes of guest-examples/python/fixtures/frame-expressions/expressions.py
+/// (or with `mode` `["group-by"]`, of fixtures/frame-group-by/aggregations.py)
 /// over `input`, natively (its time zone named: UTC, the same instants).
-fn polars_answers(input: &RecordBatch) -> RecordBatch {
+fn polars_answers(input: &RecordBatch, mode: &[&str]) -> RecordBatch {
     let dir = tempfile::tempdir().unwrap();
     let (given, answered) = (dir.path().join("input.arrows"), dir.path().join("polars.arrows"));
     let at = input.schema().index_of("ts").unwrap();
@@ -145,7 +146,7 @@ fn polars_answers(input: &RecordBatch) -> RecordBatch {
     std::fs::write(&given, frame(&[RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()])).unwrap();
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/python/polars_expressions.py");
-    let out = std::process::Command::new("python3").arg(script).arg(&given).arg(&answered).output().unwrap();
+    let out = std::process::Command::new("python3").arg(script).arg(&given).arg(&answered).args(mode).output().unwrap();
     assert!(out.status.success(), "polars: {}", String::from_utf8_lossy(&out.stderr));
     let reader = arrow::ipc::reader::StreamReader::try_new(std::fs::File::open(&answered).unwrap(), None).unwrap();
     let schema = reader.schema();
@@ -157,7 +158,7 @@ fn the_dataframe_apis_answer_as_polars_does() {
     // 38 expressions, through weir.frame / weir/frame and the kernels in the sandbox,
     // against the same written for Polars and run natively.
     let input = clicks(5_000, 31);
-    let polars = polars_answers(&input);
+    let polars = polars_answers(&input, &[]);
     let names: Vec<&String> = polars.schema_ref().fields().iter().map(|f| f.name()).collect();
     assert_eq!(names.len(), 38);
     let rt = runtime();
@@ -174,6 +175,32 @@ fn the_dataframe_apis_answer_as_polars_does() {
         for name in &names {
             let (a, b) = (ours.column_by_name(name).unwrap(), polars.column_by_name(name).unwrap());
             assert_same_answers(a, b, &format!("{language}: `{name}`"));
+        }
+    }
+}
+
+#[test]
+fn a_group_by_answers_as_polars_does() {
+    // Clicks by country and device (nulls a group of their own): len, sum, mean,
+    // min, max, count, first, last, sorted by the keys, against Polars'
+    // `group_by(maintain_order=True).agg(…).sort(…)` on the same rows.
+    let input = clicks(5_000, 32);
+    let polars = polars_answers(&input, &["group-by"]);
+    assert!(polars.num_rows() > 10, "the data must make many groups");
+    let rt = runtime();
+    for (language, component) in
+        [("python", python_guest("fixtures/frame-group-by")), ("typescript", js_guest("fixtures/frame-group-by"))]
+    {
+        let plugin = rt.load(&component).unwrap();
+        let slot = vec![frame(std::slice::from_ref(&input))];
+        let run = rt.publish(&plugin, vec![slot], &roomy(), Some(&declared(&["clicks"])));
+        let tables = run.outcome.unwrap_or_else(|e| panic!("{language}: the publisher fails: {e}\n{:?}", run.log));
+        let ours = concat_batches(&tables[0].frame.schema, &tables[0].frame.batches).unwrap();
+        assert_eq!(ours.num_rows(), polars.num_rows(), "{language}");
+        for field in polars.schema().fields() {
+            let name = field.name();
+            let column = ours.column_by_name(name).unwrap_or_else(|| panic!("{language}: no column {name}"));
+            assert_same_answers(column, polars.column_by_name(name).unwrap(), &format!("{language}: `{name}`"));
         }
     }
 }

@@ -60,6 +60,15 @@ export class Expr {
   fillNull(value: Expr | Value): Expr { return call('fill_null', this, value); }
   /** As another type: Polars' names (`'Int64'`, `'Float64'`, `'String'`, `'Boolean'`, `'Date'`, `'Datetime'`) or arrow's. */
   cast(type: string): Expr { return call('cast', this, type); }
+  /** Aggregations, for `groupBy(…).agg(…)`: the sum of a group's values (0 for none; integers as int64). */
+  sum(): Expr { return call('sum', this); }
+  mean(): Expr { return call('mean', this); }
+  min(): Expr { return call('min', this); }
+  max(): Expr { return call('max', this); }
+  /** How many of a group's values are not null. */
+  count(): Expr { return call('count', this); }
+  first(): Expr { return call('first', this); }
+  last(): Expr { return call('last', this); }
   /** Text functions: `col('url').str.extract('^/*([^/?#]*)', 1)`. */
   get str(): Text { return new Text(this); }
   /** Date and time functions: `col('ts').dt.truncate('1h')`. */
@@ -254,12 +263,7 @@ export class Frame {
    * `{ name: expr }` names them too. All are of the frame as it was.
    */
   withColumns(...columns: (Expr | Record<string, Expr>)[]): Frame {
-    const named: [string, Nodes][] = columns.flatMap((c) =>
-      c instanceof Expr
-        ? [[c.name ?? unnamed(c), nodes(c)] as [string, Nodes]]
-        : Object.entries(c).map(([name, e]) => [name, nodes(e)] as [string, Nodes]),
-    );
-    return new Frame(kernel(() => this.kernel.withColumns(named)));
+    return new Frame(kernel(() => this.kernel.withColumns(named(columns))));
   }
 
   /** Only the columns named, in that order. */
@@ -277,6 +281,19 @@ export class Frame {
     return new Frame(kernel(() => this.kernel.drop(names)));
   }
 
+  /** The rows ordered by each key (a column's name or an expression) in turn, nulls first. */
+  sort(by: string | Expr | (string | Expr)[], options: { descending?: boolean | boolean[] } = {}): Frame {
+    const keys = (Array.isArray(by) ? by : [by]).map((k) => (typeof k === 'string' ? col(k) : k));
+    const flags = Array.isArray(options.descending) ? options.descending : keys.map(() => options.descending ?? false);
+    if (flags.length !== keys.length) throw new InvalidInput(`sort: ${keys.length} keys but ${flags.length} descending flags`);
+    return new Frame(kernel(() => this.kernel.sort(keys.map((k, i) => [nodes(k), flags[i]] as [Nodes, boolean]))));
+  }
+
+  /** `groupBy('country').agg(len(), col('duration_ms').mean())`: one row per distinct key, in the order each first appears. */
+  groupBy(...keys: (string | Expr)[]): GroupBy {
+    return new GroupBy(this.kernel, keys.map((k) => (typeof k === 'string' ? col(k) : k)));
+  }
+
   /** The frame as an Arrow IPC stream (`write` takes the frame itself, and sends it without this copy). */
   toIpc(): Uint8Array {
     return this.kernel.toIpc();
@@ -286,6 +303,34 @@ export class Frame {
   writeTo(table: string): void {
     this.kernel.write(table);
   }
+}
+
+/** A frame's rows by key, until `agg` says what to make of each group. */
+export class GroupBy {
+  /** @internal */
+  constructor(
+    private readonly kernel: Kernel,
+    private readonly keys: Expr[],
+  ) {}
+
+  /** One row per group: its keys, then each aggregation (named by alias, or by the column it starts from). */
+  agg(...aggregations: (Expr | Record<string, Expr>)[]): Frame {
+    return new Frame(kernel(() => this.kernel.groupBy(named(this.keys), named(aggregations))));
+  }
+}
+
+/** How many rows a group has: `groupBy(…).agg(len())`, named "len". */
+export function len(): Expr {
+  return new Expr([{ tag: 'call', val: ['len', []] }], 'len');
+}
+
+/** Each expression with its name: its alias, else the column it starts from, or the record's key. */
+function named(columns: (Expr | Record<string, Expr>)[]): [string, Nodes][] {
+  return columns.flatMap((c) =>
+    c instanceof Expr
+      ? [[c.name ?? unnamed(c), nodes(c)] as [string, Nodes]]
+      : Object.entries(c).map(([name, e]) => [name, nodes(e)] as [string, Nodes]),
+  );
 }
 
 function nodes(e: Expr): Nodes {

@@ -65,6 +65,8 @@ declare module 'weir:frames/kernels@0.1.0' {
     select(names: string[]): Frame;
     rename(names: [string, string][]): Frame;
     drop(names: string[]): Frame;
+    sort(by: [Expr, boolean][]): Frame;
+    groupBy(keys: [string, Expr][], aggregations: [string, Expr][]): Frame;
     toIpc(): Uint8Array;
     /** Appends its rows to output table `table` (output.write, from the kernels). */
     write(table: string): void;

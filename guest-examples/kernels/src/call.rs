@@ -195,6 +195,9 @@ pub fn call(name: &str, args: &[Value], rows: usize) -> Result<Value, String> {
 }
 
 fn unknown(name: &str) -> String {
+    if ["len", "count", "sum", "mean", "min", "max", "first", "last"].contains(&name) {
+        return format!("{name} is an aggregation: use it in group_by(…).agg(…)");
+    }
     format!("no function {name} (there are {})", NAMES.join(", "))
 }
 

@@ -5,6 +5,7 @@
 
 mod call;
 mod expr;
+mod group;
 /// Frames in and out, as the Rust SDK reads and writes them: zero-copy, sized once.
 #[path = "../../sdk/src/ipc.rs"]
 mod ipc;
@@ -128,6 +129,14 @@ impl GuestFrame for Frame {
             (0..schema.fields().len()).filter(|&i| !names.contains(schema.field(i).name())).collect();
         let batch = self.0.project(&kept).map_err(|e| e.to_string())?;
         Ok(Frame::made(batch))
+    }
+
+    fn sort(&self, by: Vec<(Expr, bool)>) -> Result<FrameHandle, String> {
+        group::sort(&self.0, &by).map(Frame::made)
+    }
+
+    fn group_by(&self, keys: Vec<(String, Expr)>, aggregations: Vec<(String, Expr)>) -> Result<FrameHandle, String> {
+        group::group_by(&self.0, &keys, &aggregations).map(Frame::made)
     }
 
     fn write(&self, table: String) {

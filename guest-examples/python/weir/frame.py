@@ -17,6 +17,8 @@ not go together, a pattern that is no regular expression) raises ValueError
 naming the expression, so the batch fails as invalid input:
 `` `col("url") >= 100`: cannot compare Utf8 and Int64 ``.
 """
+from builtins import len as _builtin_len
+
 try:
     from wit_world.imports import kernels as _kernels
     from componentize_py_types import Err as _Err
@@ -24,7 +26,7 @@ except ImportError:  # outside a component: expressions are built, not evaluated
     _kernels = None
     _Err = None
 
-__all__ = ["col", "lit", "when", "frames", "Expr", "Frame", "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16",
+__all__ = ["col", "lit", "when", "len", "frames", "Expr", "Frame", "GroupBy", "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16",
            "UInt32", "UInt64", "Float32", "Float64", "String", "Utf8", "Boolean", "Date", "Datetime"]
 
 # The types `cast` takes, by the names Polars gives them (`col("n").cast(Float64)`).
@@ -141,6 +143,30 @@ class Expr:
         """As another type: Polars' names ("Int64", "Float64", "String", "Boolean", "Date", "Datetime") or arrow's."""
         return _call("cast", self, dtype if isinstance(dtype, str) else getattr(dtype, "__name__", str(dtype)))
 
+    # Aggregations, for `group_by(…).agg(…)`: each of a group's rows.
+    def sum(self):
+        """The sum of the group's values (0 for none; integers sum as int64)."""
+        return _call("sum", self)
+
+    def mean(self):
+        return _call("mean", self)
+
+    def min(self):
+        return _call("min", self)
+
+    def max(self):
+        return _call("max", self)
+
+    def count(self):
+        """How many of the group's values are not null."""
+        return _call("count", self)
+
+    def first(self):
+        return _call("first", self)
+
+    def last(self):
+        return _call("last", self)
+
     @property
     def str(self):
         """Text functions: `col("url").str.extract(r"^/*([^/?#]*)", 1)`."""
@@ -152,14 +178,14 @@ class Expr:
         return _Time(self)
 
     def _unary(self, op):
-        return Expr(self._nodes + [("unary", op, len(self._nodes) - 1)], self._name)
+        return Expr(self._nodes + [("unary", op, _builtin_len(self._nodes) - 1)], self._name)
 
     def _binary(self, op, other):
         nodes, (a, b) = _joined([self, other])
         return Expr(nodes + [("binary", op, a, b)], self._name)
 
     def __repr__(self):
-        return f"<weir.frame.Expr of {len(self._nodes)} nodes{'' if self._name is None else ' named ' + self._name}>"
+        return f"<weir.frame.Expr of {_builtin_len(self._nodes)} nodes{'' if self._name is None else ' named ' + self._name}>"
 
 
 def col(name):
@@ -186,7 +212,7 @@ def _joined(operands):
     those before), and where each one's value is."""
     nodes, at = [], []
     for operand in operands:
-        base = len(nodes)
+        base = _builtin_len(nodes)
         for node in _expr(operand)._nodes:
             kind = node[0]
             if kind == "unary":
@@ -196,7 +222,7 @@ def _joined(operands):
             elif kind == "call":
                 node = ("call", node[1], [i + base for i in node[2]])
             nodes.append(node)
-        at.append(len(nodes) - 1)
+        at.append(_builtin_len(nodes) - 1)
     return nodes, at
 
 
@@ -381,7 +407,7 @@ def _named(exprs, named):
     for e in exprs:
         e = e if isinstance(e, Expr) else col(e)
         if e._name is None:
-            raise ValueError(f"an expression that starts from no column ({len(e._nodes)} nodes) has no name: "
+            raise ValueError(f"an expression that starts from no column ({_builtin_len(e._nodes)} nodes) has no name: "
                              "give it one with .alias(\"name\") or with_columns(name=expr)")
         columns.append((e._name, _wit(e)))
     columns.extend((name, _wit(_expr(e))) for name, e in named.items())
@@ -390,7 +416,7 @@ def _named(exprs, named):
 
 def _names(names):
     """`select("a", "b")` and `select(["a", "b"])` alike."""
-    if len(names) == 1 and isinstance(names[0], (list, tuple)):
+    if _builtin_len(names) == 1 and isinstance(names[0], (list, tuple)):
         return list(names[0])
     return list(names)
 
@@ -444,6 +470,20 @@ class Frame:
         """The frame with columns renamed: `{"ts": "clicked_at"}`."""
         return Frame(_kernel(self._kernel.rename, list(mapping.items())))
 
+    def sort(self, *by, descending=False):
+        """The rows ordered by each key (a column's name or an expression) in
+        turn, nulls first; `descending` for all keys or one flag per key."""
+        keys = [col(k) if isinstance(k, str) else k for k in _names(by)]
+        flags = descending if isinstance(descending, (list, tuple)) else [descending] * _builtin_len(keys)
+        if _builtin_len(flags) != _builtin_len(keys):
+            raise ValueError(f"sort: {_builtin_len(keys)} keys but {_builtin_len(flags)} descending flags")
+        return Frame(_kernel(self._kernel.sort, [(_wit(k), bool(d)) for k, d in zip(keys, flags)]))
+
+    def group_by(self, *keys):
+        """`group_by("country").agg(len(), col("duration_ms").mean())`: one row
+        per distinct key, in the order each first appears."""
+        return GroupBy(self, [col(k) if isinstance(k, str) else k for k in _names(keys)])
+
     def drop(self, *names):
         """The frame without the columns named."""
         return Frame(_kernel(self._kernel.drop, _names(names)))
@@ -458,6 +498,26 @@ class Frame:
 
     def __repr__(self):
         return f"<weir.frame.Frame of {self.height} rows: {', '.join(self.columns)}>"
+
+
+class GroupBy:
+    """A frame's rows by key, until `agg` says what to make of each group."""
+
+    __slots__ = ("_frame", "_keys")
+
+    def __init__(self, frame, keys):
+        self._frame, self._keys = frame, keys
+
+    def agg(self, *aggregations, **named):
+        """One row per group: its keys, then each aggregation (`col("x").sum()`,
+        `len()`, … named by alias, by the column it starts from, or `name=`)."""
+        keys = _named(self._keys, {})
+        return Frame(_kernel(self._frame._kernel.group_by, keys, _named(aggregations, named)))
+
+
+def len():  # noqa: A001 (Polars' name)
+    """How many rows a group has: `group_by(…).agg(len())`, named "len"."""
+    return Expr([("call", "len", [])], "len")
 
 
 def frames(slot):
