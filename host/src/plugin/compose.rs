@@ -48,7 +48,7 @@ pub fn imports_kernels(component: &[u8]) -> anyhow::Result<bool> {
 /// `publisher`): componentize-py binds every import of the world it is given,
 /// used or not, so the choice is made from the sources, before building.
 /// The SDK's own package (`weir/`) is not the project's code.
-pub fn python_imports_kernels(dir: &std::path::Path) -> bool {
+fn python_imports_kernels(dir: &std::path::Path) -> bool {
     let uses = |text: &str| {
         text.lines().map(str::trim_start).any(|line| {
             line.starts_with("from weir.frame ")
