@@ -155,11 +155,11 @@ fn polars_answers(input: &RecordBatch, mode: &[&str]) -> RecordBatch {
 
 #[test]
 fn the_dataframe_apis_answer_as_polars_does() {
-    // 38 expressions, through weir.frame / weir/frame and the kernels in the sandbox,
+    // 41 expressions, through weir.frame / weir/frame and the kernels in the sandbox,
     // against the same written for Polars and run natively.
     let input = clicks(5_000, 31);
     let polars = polars_answers(&input, &[]);
-    assert_eq!(polars.num_columns(), 38);
+    assert_eq!(polars.num_columns(), 41);
     assert_eq!(polars.num_rows(), input.num_rows());
     assert_every_language_answers_as_polars("fixtures/frame-expressions", &input, &polars);
 }
@@ -173,6 +173,16 @@ fn a_group_by_answers_as_polars_does() {
     let polars = polars_answers(&input, &["group-by"]);
     assert!(polars.num_rows() > 10, "the data must make many groups");
     assert_every_language_answers_as_polars("fixtures/frame-group-by", &input, &polars);
+}
+
+#[test]
+fn frames_are_cut_joined_deduplicated_and_turned_into_rows_and_back_as_polars_does() {
+    // head, tail, slice, concat, with_row_index, unique, rows out to the
+    // interpreter's values and back in, str.split's lists: against Polars.
+    let input = clicks(5_000, 33);
+    let polars = polars_answers(&input, &["shape"]);
+    assert!(polars.num_rows() > 10, "the data must make many distinct keys");
+    assert_every_language_answers_as_polars("fixtures/frame-shape", &input, &polars);
 }
 
 /// The Python and the TypeScript fixture `fixture`, run in the sandbox on

@@ -19,6 +19,7 @@
  * batch fails as invalid input: `` `col("url") >= 100`: cannot compare Utf8 and Int64 ``.
  */
 import { Frame as Kernel, type Expr as Nodes, type Node, type Literal } from 'weir:frames/kernels@0.1.0';
+import { tableFromIPC, tableFromJSON, tableToIPC, type Table } from 'apache-arrow';
 import { InvalidInput, type Slot } from './index.ts';
 
 /** A value an expression may hold: integers (number or bigint), floats, text, booleans, null. */
@@ -73,6 +74,8 @@ export class Expr {
   get str(): Text { return new Text(this); }
   /** Date and time functions: `col('ts').dt.truncate('1h')`. */
   get dt(): Time { return new Time(this); }
+  /** List functions, of `str.split`'s lists: `col('path').str.split('/').list.get(1)`. */
+  get list(): List { return new List(this); }
 
   private unary(op: 'not' | 'is-null' | 'is-not-null' | 'neg'): Expr {
     return new Expr([...this.nodes, { tag: 'unary', val: [op, this.nodes.length - 1] }], this.name);
@@ -138,8 +141,20 @@ export class Text {
   stripChars(characters?: string): Expr { return call('str.strip_chars', this.e, characters ?? null); }
   /** Its length in characters. */
   lenChars(): Expr { return call('str.len_chars', this.e); }
+  /** The text cut at every `by` (plain text), as a list: `'a/b'` split at `'/'` is `['a', 'b']`. */
+  split(by: string): Expr { return call('str.split', this.e, by); }
   /** Its length in UTF-8 bytes. */
   lenBytes(): Expr { return call('str.len_bytes', this.e); }
+}
+
+/** `expr.list`: functions of list values (`str.split` makes them). */
+export class List {
+  /** @internal */
+  constructor(private readonly e: Expr) {}
+  /** The item at `index` (from the end when negative); out of a list's bounds an error, or null with `nullOnOob`. */
+  get(index: number, nullOnOob = false): Expr { return call('list.get', this.e, index, nullOnOob); }
+  /** How many items the list holds. */
+  len(): Expr { return call('list.len', this.e); }
 }
 
 /** `col(…).dt`: parts of dates and times, and truncation to an interval. */
@@ -237,6 +252,11 @@ export class Frame {
   /** @internal */
   constructor(private readonly kernel: Kernel) {}
 
+  /** @internal The kernels' handle. */
+  get handle(): Kernel {
+    return this.kernel;
+  }
+
   /** The frame an Arrow IPC stream holds. */
   static fromIpc(bytes: Uint8Array): Frame {
     return new Frame(kernel(() => Kernel.fromIpc(bytes)));
@@ -294,6 +314,61 @@ export class Frame {
     return new GroupBy(this.kernel, keys.map((k) => (typeof k === 'string' ? col(k) : k)));
   }
 
+  /** Its first `n` rows (all but the last `-n` when negative). */
+  head(n = 5): Frame {
+    return this.slice(0, n >= 0 ? n : Math.max(this.height + n, 0));
+  }
+
+  /** Its last `n` rows (all but the first `-n` when negative). */
+  tail(n = 5): Frame {
+    const height = this.height;
+    const count = n >= 0 ? n : Math.max(height + n, 0);
+    return this.slice(Math.max(height - count, 0));
+  }
+
+  /** `length` rows from row `offset` (from the end when negative); to the end without `length`. */
+  slice(offset: number, length?: number): Frame {
+    const height = this.height;
+    const from = offset < 0 ? Math.max(height + offset, 0) : offset;
+    return new Frame(this.kernel.slice(BigInt(from), BigInt(length === undefined ? height : Math.max(length, 0))));
+  }
+
+  /** The first row of each distinct value of `subset`'s columns (of all columns without it), in the order they first appear. */
+  unique(subset?: string | string[]): Frame {
+    const names = subset === undefined ? [] : typeof subset === 'string' ? [subset] : subset;
+    return new Frame(kernel(() => this.kernel.unique(names)));
+  }
+
+  /** The frame with a first column `name` numbering its rows from `offset` (UInt32). */
+  withRowIndex(name = 'index', offset = 0): Frame {
+    return new Frame(kernel(() => this.kernel.withRowIndex(name, offset)));
+  }
+
+  /** Its rows as apache-arrow's `Table`, the row-level API's. */
+  toTable(): Table {
+    return tableFromIPC(this.toIpc());
+  }
+
+  /** Its rows as plain objects, `{ column: value }` (int64 as bigint): for what expressions cannot do. */
+  toRecords(): Record<string, unknown>[] {
+    return this.toTable().toArray().map((row) => ({ ...row.toJSON() }));
+  }
+
+  /** Its rows as arrays of values, in the columns' order. */
+  rows(): unknown[][] {
+    const table = this.toTable();
+    const columns = table.schema.fields.map((_, i) => table.getChildAt(i)!.toArray() as ArrayLike<unknown>);
+    return Array.from({ length: table.numRows }, (_, r) => columns.map((c) => c[r]));
+  }
+
+  /** Row `index` (from the end when negative), as an array of values. */
+  row(index: number): unknown[] {
+    const height = this.height;
+    const at = index < 0 ? height + index : index;
+    if (at < 0 || at >= height) throw new RangeError(`row ${index} is out of a frame of ${height} rows`);
+    return this.slice(at, 1).rows()[0];
+  }
+
   /** The frame as an Arrow IPC stream (`write` takes the frame itself, and sends it without this copy). */
   toIpc(): Uint8Array {
     return this.kernel.toIpc();
@@ -339,6 +414,18 @@ function nodes(e: Expr): Nodes {
 
 function unnamed(e: Expr): never {
   throw new InvalidInput(`an expression that starts from no column (${e.nodes.length} nodes) has no name: give it one with .alias('name')`);
+}
+
+/** The frames' rows one after the other (`pl.concat`): the same columns, by name and type, in the same order. */
+export function concat(frames: Frame[]): Frame {
+  if (frames.length === 0) throw new InvalidInput('concat needs at least one frame');
+  if (frames.length === 1) return frames[0];
+  return new Frame(kernel(() => Kernel.concat(frames.map((f) => f.handle))));
+}
+
+/** A frame of rows made in JavaScript (`{ column: value }` objects; types as apache-arrow's `tableFromJSON` infers them). */
+export function fromRecords(records: Record<string, unknown>[]): Frame {
+  return Frame.fromIpc(tableToIPC(tableFromJSON(records), 'stream'));
 }
 
 /** Each frame of `slot`, read from the host straight into the kernels as it is reached. */

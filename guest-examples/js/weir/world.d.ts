@@ -47,7 +47,7 @@ declare module 'weir:frames/kernels@0.1.0' {
     | { tag: 'literal'; val: Literal }
     | { tag: 'unary'; val: [UnaryOp, number] }
     | { tag: 'binary'; val: [BinaryOp, number, number] }
-    /** A function by its Polars name (`when`, `fill_null`, `cast`, `str.*`, `dt.*`): subject, then arguments. */
+    /** A function by its Polars name (`when`, `fill_null`, `cast`, `str.*`, `list.*`, `dt.*`): subject, then arguments. */
     | { tag: 'call'; val: [string, number[]] };
   /** An expression: its nodes, operands first; the last is its value. */
   export interface Expr {
@@ -65,6 +65,11 @@ declare module 'weir:frames/kernels@0.1.0' {
     select(names: string[]): Frame;
     rename(names: [string, string][]): Frame;
     drop(names: string[]): Frame;
+    slice(offset: bigint, length: bigint): Frame;
+    unique(subset: string[]): Frame;
+    withRowIndex(name: string, offset: number): Frame;
+    /** The frames' rows one after the other; their columns must match. */
+    static concat(frames: Frame[]): Frame;
     sort(by: [Expr, boolean][]): Frame;
     groupBy(keys: [string, Expr][], aggregations: [string, Expr][]): Frame;
     toIpc(): Uint8Array;

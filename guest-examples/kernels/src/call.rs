@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_arith::temporal::{DatePart, date_part};
-use arrow_array::builder::StringBuilder;
+use arrow_array::builder::{ListBuilder, StringBuilder};
 use arrow_array::types::{Date32Type, Int64Type};
-use arrow_array::{Array, BooleanArray, Date32Array, Int64Array, StringArray, UInt32Array, cast::AsArray};
+use arrow_array::{Array, BooleanArray, Date32Array, Int64Array, ListArray, StringArray, UInt32Array, cast::AsArray};
 use arrow_cast::cast::{CastOptions, cast_with_options};
 use arrow_schema::{DataType, TimeUnit};
 use foldhash::fast::FixedState;
@@ -39,6 +39,9 @@ const NAMES: &[&str] = &[
     "str.replace",
     "str.replace_all",
     "str.slice",
+    "str.split",
+    "list.get",
+    "list.len",
     "dt.year",
     "dt.month",
     "dt.day",
@@ -166,6 +169,62 @@ pub fn call(name: &str, args: &[Value], rows: usize) -> Result<Value, String> {
             let sliced =
                 arrow_string::substring::substring_by_char(&strings, offset, length).map_err(|e| e.to_string())?;
             Ok(args[0].like(Arc::new(sliced)))
+        }
+        "str.split" => {
+            arity(2..=2)?;
+            let by = text(&args[1], "the separator")?;
+            let strings = strings(&args[0], name)?;
+            let mut lists = ListBuilder::new(StringBuilder::new());
+            for s in strings.iter() {
+                match s {
+                    None => lists.append_null(),
+                    // An empty separator splits between characters, as Polars does.
+                    Some(s) if by.is_empty() => {
+                        s.chars().for_each(|c| lists.values().append_value(c.encode_utf8(&mut [0; 4])));
+                        lists.append(true);
+                    }
+                    Some(s) => {
+                        s.split(by.as_str()).for_each(|part| lists.values().append_value(part));
+                        lists.append(true);
+                    }
+                }
+            }
+            Ok(args[0].like(Arc::new(lists.finish())))
+        }
+        "list.len" => {
+            arity(1..=1)?;
+            let lists = list(&args[0], name)?;
+            let lengths: UInt32Array =
+                (0..lists.len()).map(|i| lists.is_valid(i).then(|| lists.value_length(i) as u32)).collect();
+            Ok(args[0].like(Arc::new(lengths)))
+        }
+        "list.get" => {
+            arity(2..=3)?;
+            let at = int(&args[1], "the index")?;
+            let lenient = args.get(2).map(|f| flag(f, "null_on_oob")).transpose()?.unwrap_or(false);
+            let lists = list(&args[0], name)?;
+            let offsets = lists.value_offsets();
+            let mut picked = Vec::with_capacity(lists.len());
+            for i in 0..lists.len() {
+                if lists.is_null(i) {
+                    picked.push(None);
+                    continue;
+                }
+                let (start, n) = (offsets[i] as i64, (offsets[i + 1] - offsets[i]) as i64);
+                let within = if at < 0 { n + at } else { at };
+                match (0..n).contains(&within) {
+                    true => picked.push(Some((start + within) as u32)),
+                    false if lenient => picked.push(None),
+                    false => {
+                        return Err(format!(
+                            "index {at} is out of bounds for a list of {n} (row {i}): pass null_on_oob=True for null there"
+                        ));
+                    }
+                }
+            }
+            let taken = arrow_select::take::take(lists.values(), &UInt32Array::from(picked), None)
+                .map_err(|e| e.to_string())?;
+            Ok(args[0].like(taken))
         }
         "dt.truncate" => {
             arity(2..=2)?;
@@ -304,6 +363,13 @@ fn strings(v: &Value, name: &str) -> Result<StringArray, String> {
         }
         other => Err(format!("{name} needs text, not {other}")),
     }
+}
+
+/// The subject as a list column.
+fn list<'a>(v: &'a Value, name: &str) -> Result<&'a ListArray, String> {
+    v.array()
+        .as_list_opt::<i32>()
+        .ok_or_else(|| format!("{name} needs a list (str.split makes one), not {}", v.data_type()))
 }
 
 /// Each text value through `f` (null where it gives none); nulls stay null.

@@ -87,6 +87,16 @@ pub fn column(expr: &Expr, batch: &RecordBatch) -> Result<ArrayRef, String> {
 }
 
 /// Why `name` is no column of `batch`.
+/// A column as its values: a dictionary-encoded one (as Avro enums and
+/// apache-arrow's text arrive) read as the plain array of its values, which
+/// every kernel takes.
+fn decoded(column: &ArrayRef) -> Result<ArrayRef, String> {
+    match column.data_type() {
+        DataType::Dictionary(_, values) => arrow_cast::cast(column, values).map_err(|e| e.to_string()),
+        _ => Ok(column.clone()),
+    }
+}
+
 pub fn no_column(name: &str, batch: &RecordBatch) -> String {
     let schema = batch.schema();
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
@@ -124,7 +134,8 @@ fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Value, String> {
         let operand = |i: u32| values[i as usize].clone();
         let value = match &node {
             Node::Column(name) => {
-                Value::Array(batch.column_by_name(name).cloned().ok_or_else(|| fail(no_column(name, batch)))?)
+                let column = batch.column_by_name(name).ok_or_else(|| fail(no_column(name, batch)))?;
+                Value::Array(decoded(column).map_err(fail)?)
             }
             Node::Literal(literal) => Value::Scalar(literal_array(literal)),
             Node::Unary((op, a)) => unary(*op, operand(*a)).map_err(fail)?,
@@ -323,7 +334,8 @@ pub fn text(expr: &Expr) -> String {
 mod tests {
     use std::sync::Arc;
 
-    use arrow_array::{Int32Array, TimestampMicrosecondArray};
+    use arrow_array::types::Int32Type;
+    use arrow_array::{DictionaryArray, Int32Array, TimestampMicrosecondArray};
     use arrow_schema::{Field, Schema, TimeUnit};
 
     use super::*;
@@ -334,6 +346,7 @@ mod tests {
             Field::new("b", DataType::Boolean, true),
             Field::new("s", DataType::Utf8, true),
             Field::new("t", DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())), false),
+            Field::new("d", DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)), true),
         ]);
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int32Array::from(vec![Some(1), None, Some(250), Some(-4)])),
@@ -343,6 +356,7 @@ mod tests {
                 TimestampMicrosecondArray::from(vec![0, 86_400_000_000, 2 * 86_400_000_000, 3 * 86_400_000_000])
                     .with_timezone("+00:00"),
             ),
+            Arc::new(DictionaryArray::<Int32Type>::from_iter([Some("x/1"), Some("y/2"), Some("x/1"), None])),
         ];
         RecordBatch::try_new(Arc::new(schema), columns).unwrap()
     }
@@ -408,6 +422,24 @@ mod tests {
     }
 
     #[test]
+    fn a_dictionary_encoded_column_is_read_as_its_values() {
+        assert_eq!(mask(bin(BinaryOp::Eq, col("d"), text_lit("x/1"))), [true, false, true, false]);
+        let second = call("list.get", vec![call("str.split", vec![col("d"), text_lit("/")]), lit(Literal::Int(-1))]);
+        assert_eq!(texts(second), [Some("1".into()), Some("2".into()), Some("1".into()), None]);
+        let parts =
+            column(&Expr { nodes: call("list.len", vec![call("str.split", vec![col("d"), text_lit("/")])]) }, &batch());
+        let parts: Vec<Option<u32>> = parts.unwrap().as_primitive::<arrow_array::types::UInt32Type>().iter().collect();
+        assert_eq!(parts, [Some(2), Some(2), Some(2), None]);
+        let out_of_bounds =
+            error(call("list.get", vec![call("str.split", vec![col("s"), text_lit("/")]), lit(Literal::Int(1))]));
+        assert!(
+            out_of_bounds
+                .ends_with("index 1 is out of bounds for a list of 1 (row 0): pass null_on_oob=True for null there"),
+            "{out_of_bounds}"
+        );
+    }
+
+    #[test]
     fn an_int_literal_compares_with_an_int32_column_and_nulls_are_not_kept() {
         assert_eq!(mask(bin(BinaryOp::Ge, col("n"), lit(Literal::Int(1)))), [true, false, true, false]);
         assert_eq!(mask(bin(BinaryOp::Lt, col("n"), lit(Literal::Float(1.5)))), [true, false, false, true]);
@@ -464,7 +496,7 @@ mod tests {
         );
         assert_eq!(
             error(bin(BinaryOp::Add, col("missing"), lit(Literal::Int(1)))),
-            "`col(\"missing\") + 1`: the frame has no column `missing` (its columns: n, b, s, t)"
+            "`col(\"missing\") + 1`: the frame has no column `missing` (its columns: n, b, s, t, d)"
         );
         assert_eq!(error(un(UnaryOp::Not, col("n"))), "`~col(\"n\")`: not needs a boolean, not Int32");
         let filter = predicate(&Expr { nodes: col("n") }, &batch()).unwrap_err();

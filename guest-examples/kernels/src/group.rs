@@ -77,6 +77,68 @@ pub fn group_by(
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
 }
 
+/// The first row of each distinct value of the columns `subset` names (of
+/// every column when it names none), in the order they first appear.
+pub fn unique(batch: &RecordBatch, subset: &[String]) -> Result<RecordBatch, String> {
+    let keys = if subset.is_empty() {
+        batch.columns().to_vec()
+    } else {
+        let schema = batch.schema();
+        subset
+            .iter()
+            .map(|name| {
+                schema.index_of(name).map(|i| batch.column(i).clone()).map_err(|_| expr::no_column(name, batch))
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    if keys.is_empty() {
+        return Ok(batch.clone());
+    }
+    let (_, firsts) = groups(&keys)?;
+    if firsts.len() == batch.num_rows() {
+        return Ok(batch.clone());
+    }
+    arrow_select::take::take_record_batch(batch, &UInt32Array::from(firsts)).map_err(|e| e.to_string())
+}
+
+/// The rows of `batches` one after the other: the same columns (by name and
+/// type) in the same order, each nullable where any frame's is.
+pub fn concat(batches: &[&RecordBatch]) -> Result<RecordBatch, String> {
+    let Some(first) = batches.first() else { return Err("concat needs at least one frame".into()) };
+    let describe = |b: &RecordBatch| {
+        let fields: Vec<String> =
+            b.schema().fields().iter().map(|f| format!("{}: {}", f.name(), f.data_type())).collect();
+        fields.join(", ")
+    };
+    let mut fields: Vec<Field> = first.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    for (i, batch) in batches.iter().enumerate().skip(1) {
+        let schema = batch.schema();
+        let fits = schema.fields().len() == fields.len()
+            && fields.iter().zip(schema.fields()).all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+        if !fits {
+            return Err(format!(
+                "concat: frame {} has columns ({}), unlike the first's ({}): select, rename or cast them to match",
+                i + 1,
+                describe(batch),
+                describe(first)
+            ));
+        }
+        for (field, other) in fields.iter_mut().zip(schema.fields()) {
+            if other.is_nullable() {
+                field.set_nullable(true);
+            }
+        }
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let columns = (0..schema.fields().len())
+        .map(|c| {
+            let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+            arrow_select::concat::concat(&arrays).map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(schema, columns).map_err(|e| e.to_string())
+}
+
 /// `aggregation`'s value for each of `groups` groups.
 fn aggregate(batch: &RecordBatch, aggregation: &Expr, group_of: &[u32], groups: usize) -> Result<ArrayRef, String> {
     let Some(Node::Call((function, args))) = aggregation.nodes.last() else {
@@ -224,6 +286,25 @@ mod tests {
         let means: Vec<Option<f64>> =
             out.column_by_name("mean").unwrap().as_primitive::<Float64Type>().iter().collect();
         assert_eq!(means, [Some(2.0), Some(1.5), None, None]);
+    }
+
+    #[test]
+    fn unique_keeps_each_keys_first_row_in_order_and_concat_wants_the_same_columns() {
+        let firsts = unique(&batch(), &["k".into()]).unwrap();
+        let v: Vec<Option<i32>> = firsts.column(1).as_primitive::<arrow_array::types::Int32Type>().iter().collect();
+        assert_eq!(v, [Some(1), Some(5), None, None], "b, null, a, c: the first of each");
+        assert_eq!(unique(&batch(), &[]).unwrap(), batch(), "every row is distinct");
+        assert!(unique(&batch(), &["nope".into()]).unwrap_err().contains("no column `nope`"));
+        let both = concat(&[&batch(), &firsts]).unwrap();
+        assert_eq!(both.num_rows(), 10);
+        assert_eq!(both.slice(6, 4), firsts);
+        let other = batch().project(&[1, 0]).unwrap();
+        let refused = concat(&[&batch(), &other]).unwrap_err();
+        assert_eq!(
+            refused,
+            "concat: frame 2 has columns (v: Int32, k: Utf8), unlike the first's (k: Utf8, v: Int32): \
+             select, rename or cast them to match"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use arrow_schema::{Field, Schema};
 
 wit_bindgen::generate!({ path: "../../wit/frames", world: "kernels-lib", generate_all });
 
-use exports::weir::frames::kernels::{Expr, Frame as FrameHandle, Guest, GuestFrame};
+use exports::weir::frames::kernels::{Expr, Frame as FrameHandle, FrameBorrow, Guest, GuestFrame};
 use weir::publisher::types::Frames;
 
 /// Rows a write sends the host at a time, as the Rust SDK sends them.
@@ -129,6 +129,40 @@ impl GuestFrame for Frame {
             (0..schema.fields().len()).filter(|&i| !names.contains(schema.field(i).name())).collect();
         let batch = self.0.project(&kept).map_err(|e| e.to_string())?;
         Ok(Frame::made(batch))
+    }
+
+    fn slice(&self, offset: u64, length: u64) -> FrameHandle {
+        let rows = self.0.num_rows();
+        let offset = usize::try_from(offset).unwrap_or(usize::MAX).min(rows);
+        let length = usize::try_from(length).unwrap_or(usize::MAX).min(rows - offset);
+        Frame::made(self.0.slice(offset, length))
+    }
+
+    fn unique(&self, subset: Vec<String>) -> Result<FrameHandle, String> {
+        group::unique(&self.0, &subset).map(Frame::made)
+    }
+
+    fn with_row_index(&self, name: String, offset: u32) -> Result<FrameHandle, String> {
+        let schema = self.0.schema();
+        if schema.index_of(&name).is_ok() {
+            return Err(format!("the frame already has a column `{name}`: name the index otherwise"));
+        }
+        let rows = u32::try_from(self.0.num_rows()).ok().filter(|n| n.checked_add(offset).is_some());
+        let rows =
+            rows.ok_or_else(|| format!("a row index from {offset} over {} rows overflows uint32", self.0.num_rows()))?;
+        let index: arrow_array::ArrayRef =
+            std::sync::Arc::new(arrow_array::UInt32Array::from_iter_values(offset..offset + rows));
+        let fields = std::iter::once(Field::new(name, arrow_schema::DataType::UInt32, false))
+            .chain(schema.fields().iter().map(|f| f.as_ref().clone()));
+        let columns = std::iter::once(index).chain(self.0.columns().iter().cloned()).collect();
+        let batch =
+            RecordBatch::try_new(Schema::new(fields.collect::<Vec<_>>()).into(), columns).map_err(|e| e.to_string())?;
+        Ok(Frame::made(batch))
+    }
+
+    fn concat(frames: Vec<FrameBorrow<'_>>) -> Result<FrameHandle, String> {
+        let batches: Vec<&RecordBatch> = frames.iter().map(|f| &f.get::<Frame>().0).collect();
+        group::concat(&batches).map(Frame::made)
     }
 
     fn sort(&self, by: Vec<(Expr, bool)>) -> Result<FrameHandle, String> {

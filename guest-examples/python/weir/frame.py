@@ -26,7 +26,7 @@ except ImportError:  # outside a component: expressions are built, not evaluated
     _kernels = None
     _Err = None
 
-__all__ = ["col", "lit", "when", "len", "frames", "Expr", "Frame", "GroupBy", "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16",
+__all__ = ["col", "lit", "when", "len", "concat", "frames", "from_dicts", "Expr", "Frame", "GroupBy", "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16",
            "UInt32", "UInt64", "Float32", "Float64", "String", "Utf8", "Boolean", "Date", "Datetime"]
 
 # The types `cast` takes, by the names Polars gives them (`col("n").cast(Float64)`).
@@ -177,6 +177,11 @@ class Expr:
         """Date and time functions: `col("ts").dt.truncate("1h")`."""
         return _Time(self)
 
+    @property
+    def list(self):
+        """List functions, of `str.split`'s lists: `col("path").str.split("/").list.get(1)`."""
+        return _List(self)
+
     def _unary(self, op):
         return Expr(self._nodes + [("unary", op, _builtin_len(self._nodes) - 1)], self._name)
 
@@ -277,6 +282,10 @@ class _Text:
     def len_chars(self):
         return _call("str.len_chars", self._e)
 
+    def split(self, by):
+        """The text cut at every `by` (plain text), as a list: `"a/b".split("/")` is `["a", "b"]`."""
+        return _call("str.split", self._e, by)
+
     def len_bytes(self):
         return _call("str.len_bytes", self._e)
 
@@ -317,6 +326,24 @@ class _Time:
     def truncate(self, every):
         """Rounded down to a multiple of `every` since the epoch, in UTC: "1d", "6h", "15m", "30s", "500ms"."""
         return _call("dt.truncate", self._e, every)
+
+
+class _List:
+    """`expr.list`: functions of list values (`str.split` makes them)."""
+
+    __slots__ = ("_e",)
+
+    def __init__(self, e):
+        self._e = e
+
+    def get(self, index, null_on_oob=False):
+        """The item at `index` (from the end when negative). Out of a list's
+        bounds it is an error, or null with `null_on_oob=True`."""
+        return _call("list.get", self._e, index, null_on_oob)
+
+    def len(self):
+        """How many items the list holds."""
+        return _call("list.len", self._e)
 
 
 def when(condition):
@@ -488,6 +515,73 @@ class Frame:
         """The frame without the columns named."""
         return Frame(_kernel(self._kernel.drop, _names(names)))
 
+    def head(self, n=5):
+        """Its first `n` rows (all of them from the end but `-n` when negative)."""
+        return self.slice(0, n if n >= 0 else max(self.height + n, 0))
+
+    def tail(self, n=5):
+        """Its last `n` rows (all but the first `-n` when negative)."""
+        height = self.height
+        n = n if n >= 0 else max(height + n, 0)
+        return self.slice(max(height - n, 0))
+
+    def slice(self, offset, length=None):
+        """`length` rows from row `offset` (from the end when negative); to the end without `length`."""
+        height = self.height
+        offset = max(height + offset, 0) if offset < 0 else offset
+        return Frame(self._kernel.slice(offset, height if length is None else max(length, 0)))
+
+    def unique(self, subset=None):
+        """The first row of each distinct value of `subset`'s columns (of all
+        columns without it), in the order they first appear: Polars'
+        `unique(subset, keep="first", maintain_order=True)`."""
+        subset = [] if subset is None else [subset] if isinstance(subset, str) else list(subset)
+        return Frame(_kernel(self._kernel.unique, subset))
+
+    def with_row_index(self, name="index", offset=0):
+        """The frame with a first column `name` numbering its rows from `offset` (UInt32)."""
+        return Frame(_kernel(self._kernel.with_row_index, name, offset))
+
+    def to_dicts(self):
+        """Its rows as Python dicts, `{column: value}`: for what expressions cannot do (each row becomes Python objects)."""
+        return [row for batch in self._batches() for row in batch.to_pylist()]
+
+    to_pylist = to_dicts
+
+    def rows(self, named=False):
+        """Its rows as tuples (as dicts when `named`)."""
+        return list(self.iter_rows(named=named))
+
+    def iter_rows(self, named=False):
+        """Its rows one at a time, as tuples (as dicts when `named`)."""
+        for batch in self._batches():
+            names = batch.column_names
+            for values in zip(*(c.to_pylist() for c in batch.columns)):
+                yield dict(zip(names, values)) if named else values
+
+    def row(self, index, named=False):
+        """Row `index` (from the end when negative), as a tuple (a dict when `named`)."""
+        height = self.height
+        at = height + index if index < 0 else index
+        if not 0 <= at < height:
+            raise IndexError(f"row {index} is out of a frame of {height} rows")
+        return self.slice(at, 1).rows(named=named)[0]
+
+    def to_batch(self):
+        """Its rows as one `weir.RecordBatch`, the row-level API's."""
+        from .batch import RecordBatch
+
+        schema, batches = self._read()
+        return batches[0] if _builtin_len(batches) == 1 else RecordBatch.from_pylist(self.to_dicts(), schema)
+
+    def _batches(self):
+        return self._read()[1]
+
+    def _read(self):
+        from .ipc import read_stream
+
+        return read_stream(self.to_ipc())
+
     def to_ipc(self):
         """The frame as an Arrow IPC stream (`weir.write` takes the frame itself, and sends it without this copy)."""
         return self._kernel.to_ipc()
@@ -518,6 +612,25 @@ class GroupBy:
 def len():  # noqa: A001 (Polars' name)
     """How many rows a group has: `group_by(…).agg(len())`, named "len"."""
     return Expr([("call", "len", [])], "len")
+
+
+def concat(frames):
+    """The frames' rows one after the other (`pl.concat`): the same columns,
+    by name and type, in the same order."""
+    frames = list(frames)
+    if not frames:
+        raise ValueError("concat needs at least one frame")
+    if _builtin_len(frames) == 1:
+        return frames[0]
+    return Frame(_kernel(_kernels.Frame.concat, [f._kernel for f in frames]))
+
+
+def from_dicts(rows, schema=None):
+    """A frame of rows made in Python (`{column: value}` dicts; the types
+    inferred as pyarrow infers them, or given by a `weir.Schema`)."""
+    from .batch import RecordBatch
+
+    return Frame.from_ipc(RecordBatch.from_pylist(rows, schema).to_ipc())
 
 
 def frames(slot):
