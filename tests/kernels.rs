@@ -236,19 +236,34 @@ fn assert_same_answers(ours: &ArrayRef, polars: &ArrayRef, what: &str) {
 
 #[test]
 fn kernels_that_grow_without_end_are_stopped_by_the_memory_cap_and_the_next_call_succeeds() {
-    // Every URL doubled in the kernels, again and again: their memory is the plugin's.
+    // URLs doubled, a frame joined to itself, a million distinct keys grouped:
+    // the kernels' memory is the plugin's, and the cap stops each.
     let rt = runtime();
     let bomb = rt.load(&python_guest("hostile/kernels-bomb")).unwrap();
     let limits = Limits { memory_bytes: 64 << 20, ..roomy() };
-    let run = rt.publish(&bomb, vec![vec![frame(&[clicks(100, 3)])]], &limits, None);
-    match &run.outcome {
-        Err(RunError::Trap(trap)) => assert_eq!(trap.kind, TrapKind::Memory { limit_bytes: 64 << 20 }),
-        other => panic!("expected the memory cap to stop it, got {other:?}"),
+    for how in ["urls", "concat", "keys"] {
+        let run = rt.publish(&bomb, vec![vec![frame(&[clicks(100, 3)])]], &limits, Some(&declared(&[how])));
+        match &run.outcome {
+            Err(RunError::Trap(trap)) => assert_eq!(trap.kind, TrapKind::Memory { limit_bytes: 64 << 20 }, "{how}"),
+            other => panic!("{how}: expected the memory cap to stop it, got {other:?}"),
+        }
+        if how == "keys" {
+            // Stopped in the group-by itself, the frame it groups having been made.
+            let grouping = run.log.lines.iter().any(|l| l.message == "grouping 1048576 rows by a key unique to each");
+            assert!(grouping, "{:?}", run.log);
+        }
+        let said = run.outcome.unwrap_err().to_string();
+        assert!(said.starts_with("the plugin exceeded its 64 MiB memory limit and was stopped"), "{how}: {said}");
+        // The same runtime then runs a publisher over the kernels as ever.
+        let enrich = rt.load(&python_guest("clicks-enrich")).unwrap();
+        let run = rt.publish(&enrich, vec![vec![frame(&[clicks(500, 4)])]], &roomy(), Some(&declared(&["clicks"])));
+        assert!(run.outcome.is_ok_and(|tables| tables[0].frame.rows() > 0), "{how}: {:?}", run.log);
     }
-    let said = run.outcome.unwrap_err().to_string();
-    assert!(said.starts_with("the plugin exceeded its 64 MiB memory limit and was stopped"), "{said}");
-    // The same runtime then runs a publisher over the kernels as ever.
-    let enrich = rt.load(&python_guest("clicks-enrich")).unwrap();
-    let run = rt.publish(&enrich, vec![vec![frame(&[clicks(500, 4)])]], &roomy(), Some(&declared(&["clicks"])));
-    assert!(run.outcome.is_ok_and(|tables| tables[0].frame.rows() > 0), "{:?}", run.log);
+    // Under the default cap, the million groups fit: one row each, counted once.
+    let run = rt.publish(&bomb, vec![vec![frame(&[clicks(100, 3)])]], &roomy(), Some(&declared(&["keys"])));
+    let tables = run.outcome.unwrap_or_else(|e| panic!("a million keys under the default cap: {e}"));
+    let groups = concat_batches(&tables[0].frame.schema, &tables[0].frame.batches).unwrap();
+    assert_eq!(groups.num_rows(), 1 << 20);
+    let counts = cast(groups.column_by_name("len").unwrap(), &DataType::Int64).unwrap();
+    assert!(counts.as_any().downcast_ref::<Int64Array>().unwrap().iter().all(|n| n == Some(1)));
 }
