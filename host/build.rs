@@ -22,6 +22,7 @@ fn main() {
         "sdk",
         "kernels",
         "clicks-enrich",
+        "clicks-by-section",
         "read-clicks",
         "passthrough",
         "fixtures",

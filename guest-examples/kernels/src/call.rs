@@ -13,8 +13,8 @@ use arrow_array::types::{Date32Type, Int64Type};
 use arrow_array::{Array, BooleanArray, Date32Array, Int64Array, ListArray, StringArray, UInt32Array, cast::AsArray};
 use arrow_cast::cast::{CastOptions, cast_with_options};
 use arrow_schema::{DataType, TimeUnit};
-use foldhash::fast::FixedState;
 use regex::{Regex, RegexBuilder};
+use rustc_hash::FxBuildHasher;
 
 use crate::expr::{Value, coerce, datums};
 
@@ -401,7 +401,7 @@ fn matches(v: &Value, name: &str, mut f: impl FnMut(&str) -> bool) -> Result<Val
 /// distinct, it stops remembering, so a column of unique values pays for
 /// [`MEMO_TRIAL`] lookups only; it holds at most [`MEMO_MAX`] answers.
 struct Memo<'s, T> {
-    seen: HashMap<&'s str, T, FixedState>,
+    seen: HashMap<&'s str, T, FxBuildHasher>,
     rows: usize,
     off: bool,
 }

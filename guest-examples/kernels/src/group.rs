@@ -9,7 +9,7 @@ use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, UInt32
 use arrow_ord::sort::{SortColumn, SortOptions, lexsort_to_indices};
 use arrow_row::{RowConverter, SortField};
 use arrow_schema::{DataType, Field, Schema};
-use foldhash::fast::FixedState;
+use rustc_hash::FxBuildHasher;
 
 use crate::exports::weir::frames::kernels::{Expr, Node};
 use crate::expr;
@@ -31,22 +31,52 @@ pub fn sort(batch: &RecordBatch, by: &[(Expr, bool)]) -> Result<RecordBatch, Str
 }
 
 /// Which group each row is in (numbered in the order groups first appear),
-/// and each group's first row.
+/// and each group's first row. Each key column's values are numbered first
+/// (text and integers hashed as they are, other types through arrow-row's
+/// byte encoding), then the numbers of two columns at a time, packed in a
+/// u64: cheaper than hashing every row's encoding of all its keys.
 fn groups(keys: &[ArrayRef]) -> Result<(Vec<u32>, Vec<u32>), String> {
-    let fields = keys.iter().map(|k| SortField::new(k.data_type().clone())).collect();
-    let converter = RowConverter::new(fields).map_err(|e| format!("cannot group by these keys: {e}"))?;
-    let rows = converter.convert_columns(keys).map_err(|e| e.to_string())?;
-    let mut index: HashMap<&[u8], u32, FixedState> = HashMap::default();
-    let (mut group_of, mut firsts) = (Vec::with_capacity(rows.num_rows()), Vec::new());
-    for (row, key) in rows.iter().enumerate() {
-        let next = firsts.len() as u32;
-        let group = *index.entry(key.data()).or_insert_with(|| {
+    let mut group_of = numbered(&keys[0])?;
+    for key in &keys[1..] {
+        let other = numbered(key)?;
+        group_of = dense(group_of.iter().zip(&other).map(|(&a, &b)| (u64::from(a) << 32) | u64::from(b)));
+    }
+    let mut firsts = Vec::new();
+    for (row, &group) in group_of.iter().enumerate() {
+        // Numbers are handed out in order: a group's first row is where the next one appears.
+        if group as usize == firsts.len() {
             firsts.push(row as u32);
-            next
-        });
-        group_of.push(group);
+        }
     }
     Ok((group_of, firsts))
+}
+
+/// Each value of `key` numbered in the order the values first appear (a null is one value).
+fn numbered(key: &ArrayRef) -> Result<Vec<u32>, String> {
+    match key.data_type() {
+        DataType::Utf8 => Ok(dense(key.as_string::<i32>().iter())),
+        ty if ty.is_integer() => {
+            let wide = arrow_cast::cast(key, &DataType::Int64).map_err(|e| e.to_string())?;
+            Ok(dense(wide.as_primitive::<Int64Type>().iter()))
+        }
+        ty => {
+            let converter = RowConverter::new(vec![SortField::new(ty.clone())])
+                .map_err(|e| format!("cannot group by a column of {ty}: {e}"))?;
+            let rows = converter.convert_columns(std::slice::from_ref(key)).map_err(|e| e.to_string())?;
+            Ok(dense(rows.iter().map(|row| row.data())))
+        }
+    }
+}
+
+/// Each value numbered in the order the values first appear.
+fn dense<K: std::hash::Hash + Eq>(values: impl ExactSizeIterator<Item = K>) -> Vec<u32> {
+    let mut index: HashMap<K, u32, FxBuildHasher> = HashMap::default();
+    let mut numbers = Vec::with_capacity(values.len());
+    for value in values {
+        let next = index.len() as u32;
+        numbers.push(*index.entry(value).or_insert(next));
+    }
+    numbers
 }
 
 /// One row per distinct value of `keys`, with `aggregations` of each group.
