@@ -185,6 +185,120 @@ fn frames_are_cut_joined_deduplicated_and_turned_into_rows_and_back_as_polars_do
     assert_every_language_answers_as_polars("fixtures/frame-shape", &input, &polars);
 }
 
+/// A random batch of the columns fixtures/frame-random/cases.py reads: each
+/// column's nulls as dense as the seed decides (none, some, most, all).
+fn random_batch(rows: usize, seed: u64) -> RecordBatch {
+    use arrow::array::{BooleanArray, Date32Array, DictionaryArray, Int32Array, TimestampMicrosecondArray};
+    use arrow::datatypes::Int32Type;
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut present = |rng: &mut StdRng| {
+        let density = [1.0, 0.9, 0.5, 0.0][rng.random_range(0..4)];
+        (0..rows).map(|_| rng.random_bool(density)).collect::<Vec<bool>>()
+    };
+    let letters = ["a", "b", "c", "x", "z", "é", "Ω", "0", "1", "7", " ", "/"];
+    let word = |rng: &mut StdRng| {
+        (0..rng.random_range(0..6)).map(|_| letters[rng.random_range(0..letters.len())]).collect::<String>()
+    };
+    let (pi, pf, ps, pd, pb, pday) = (
+        present(&mut rng),
+        present(&mut rng),
+        present(&mut rng),
+        present(&mut rng),
+        present(&mut rng),
+        present(&mut rng),
+    );
+    // Never 0, so that f / i is a number.
+    let i: Int32Array =
+        pi.iter().map(|&p| p.then(|| rng.random_range(1..500) * if rng.random_bool(0.5) { 1 } else { -1 })).collect();
+    let f: Float64Array = pf.iter().map(|&p| p.then(|| rng.random_range(-1e4..1e4))).collect();
+    let s: StringArray = ps.iter().map(|&p| p.then(|| word(&mut rng))).collect();
+    let names = ["x", "y", "Ωz", ""];
+    let d: DictionaryArray<Int32Type> =
+        pd.iter().map(|&p| p.then(|| names[rng.random_range(0..names.len())])).collect();
+    let b: BooleanArray = pb.iter().map(|&p| p.then(|| rng.random_bool(0.5))).collect();
+    let t =
+        TimestampMicrosecondArray::from_iter_values((0..rows).map(|_| rng.random_range(0..4_000_000_000_000_000i64)))
+            .with_timezone("+02:00");
+    let day: Date32Array = pday.iter().map(|&p| p.then(|| rng.random_range(-20_000..40_000))).collect();
+    let mut tags = arrow::array::ListBuilder::new(arrow::array::StringBuilder::new());
+    for &p in &present(&mut rng) {
+        for _ in 0..if p { rng.random_range(1..4) } else { 0 } {
+            tags.values().append_value(word(&mut rng));
+        }
+        tags.append(p);
+    }
+    let tags = tags.finish();
+    let schema = Schema::new(vec![
+        Field::new("i", DataType::Int32, true),
+        Field::new("f", DataType::Float64, true),
+        Field::new("s", DataType::Utf8, true),
+        Field::new("d", d.data_type().clone(), true),
+        Field::new("b", DataType::Boolean, true),
+        Field::new("t", t.data_type().clone(), false),
+        Field::new("day", DataType::Date32, true),
+        Field::new("tags", tags.data_type().clone(), true),
+    ]);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(i),
+        Arc::new(f),
+        Arc::new(s),
+        Arc::new(d),
+        Arc::new(b),
+        Arc::new(t),
+        Arc::new(day),
+        Arc::new(tags),
+    ];
+    RecordBatch::try_new(Arc::new(schema), columns).unwrap()
+}
+
+#[test]
+fn the_kernels_answer_as_pyarrow_compute_on_random_batches() {
+    // Every case of cases.py (comparisons, Kleene logic, arithmetic, nulls,
+    // text, dictionary-encoded text, times in a zone, dates, casts, a
+    // conditional; a group-by with nulls among its keys) over batches of
+    // random values and random null densities, against pyarrow.compute.
+    let rt = runtime();
+    let plugin = rt.load(&python_guest("fixtures/frame-random")).unwrap();
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/python/fixtures/frame-random");
+    for seed in 0..12 {
+        let input = random_batch(if seed % 3 == 0 { 1 } else { 2_000 }, seed);
+        let dir = tempfile::tempdir().unwrap();
+        let paths = ["input", "values", "groups"].map(|name| dir.path().join(format!("{name}.arrows")));
+        std::fs::write(&paths[0], frame(std::slice::from_ref(&input))).unwrap();
+        let out = std::process::Command::new("python3")
+            .arg(fixture.join("pyarrow_cases.py"))
+            .args(&paths)
+            .current_dir(&fixture)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pyarrow: {}", String::from_utf8_lossy(&out.stderr));
+        let read = |path: &std::path::Path| {
+            let reader = arrow::ipc::reader::StreamReader::try_new(std::fs::File::open(path).unwrap(), None).unwrap();
+            let schema = reader.schema();
+            concat_batches(&schema, &reader.collect::<Result<Vec<_>, _>>().unwrap()).unwrap()
+        };
+        let run = rt.publish(
+            &plugin,
+            vec![vec![frame(std::slice::from_ref(&input))]],
+            &roomy(),
+            Some(&declared(&["values", "groups"])),
+        );
+        let tables = run.outcome.unwrap_or_else(|e| panic!("seed {seed}: the publisher fails: {e}\n{:?}", run.log));
+        for (table, expected) in tables.iter().zip([read(&paths[1]), read(&paths[2])]) {
+            let ours = concat_batches(&table.frame.schema, &table.frame.batches).unwrap();
+            assert_eq!(ours.num_rows(), expected.num_rows(), "seed {seed}: {}", table.name);
+            for field in expected.schema().fields() {
+                let column =
+                    ours.column_by_name(field.name()).unwrap_or_else(|| panic!("seed {seed}: no {}", field.name()));
+                let what = format!("seed {seed}: {} `{}`", table.name, field.name());
+                assert_same_answers(column, expected.column_by_name(field.name()).unwrap(), &what);
+            }
+        }
+    }
+}
+
 /// The Python and the TypeScript fixture `fixture`, run in the sandbox on
 /// `input`, write the table `polars` is: the same columns, in order, the same
 /// rows, the same values.
@@ -206,8 +320,8 @@ fn assert_every_language_answers_as_polars(fixture: &str, input: &RecordBatch, p
     }
 }
 
-/// `ours` and `polars` hold the same values: as text, or for floats to the
-/// last bits (Polars divides by a literal as a multiplication by its
+/// `ours` and `polars` (or another reference's answer) hold the same values:
+/// as text, or for floats to the last bits (Polars divides by a literal as a multiplication by its
 /// reciprocal: 15322 / 1000 is 15.322000000000001 there).
 fn assert_same_answers(ours: &ArrayRef, polars: &ArrayRef, what: &str) {
     if ours.data_type().is_floating() && polars.data_type().is_floating() {
@@ -219,7 +333,7 @@ fn assert_same_answers(ours: &ArrayRef, polars: &ArrayRef, what: &str) {
                 (Some(x), Some(y)) => x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
                 (x, y) => x.is_none() && y.is_none(),
             };
-            assert!(close, "{what} differs at row {row}: the kernels say {x:?}, Polars {y:?}");
+            assert!(close, "{what} differs at row {row}: the kernels say {x:?}, the reference {y:?}");
         }
         return;
     }
@@ -227,7 +341,7 @@ fn assert_same_answers(ours: &ArrayRef, polars: &ArrayRef, what: &str) {
     if &a != &b {
         let row = (0..a.len()).find(|&i| a.slice(i, 1) != b.slice(i, 1)).unwrap_or(0);
         panic!(
-            "{what} differs first at row {row}: the kernels say {:?}, Polars {:?}",
+            "{what} differs first at row {row}: the kernels say {:?}, the reference {:?}",
             a.slice(row, 1),
             b.slice(row, 1)
         );
