@@ -6,11 +6,15 @@
 //!
 //! The output is table `clicks`, with every other column as it came in.
 
+mod clicks;
+
 use std::sync::Arc;
 
-use weir_guest::arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, StringArray};
+use clicks::{column, section_of};
+
+use weir_guest::arrow_array::{ArrayRef, BooleanArray, Int64Array, StringArray};
 use weir_guest::arrow_select::filter::filter_record_batch;
-use weir_guest::{DataType, Error, Field, RecordBatch, Result, Schema, Table, log};
+use weir_guest::{DataType, Field, RecordBatch, Result, Schema, Table, log};
 
 const MIN_DURATION_MS: i64 = 100;
 
@@ -51,21 +55,6 @@ fn enrich(batch: &RecordBatch) -> Result<RecordBatch> {
         }
     }
     Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
-}
-
-fn section_of(url: &str) -> &str {
-    let path = url.split(['?', '#']).next().unwrap_or("");
-    match path.trim_start_matches('/').split('/').next() {
-        Some("") | None => "home",
-        Some(segment) => segment,
-    }
-}
-
-fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str, ty: &DataType) -> Result<&'a T> {
-    batch
-        .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<T>())
-        .ok_or_else(|| Error::invalid_input(format!("clicks need a `{name}` column of type {ty}")))
 }
 
 weir_guest::export_publisher!(publish);
