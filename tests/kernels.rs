@@ -229,6 +229,14 @@ fn random_batch(rows: usize, seed: u64) -> RecordBatch {
         tags.append(p);
     }
     let tags = tags.finish();
+    let ids: Int64Array = present(&mut rng).iter().map(|&p| p.then(|| rng.random_range(-1000..1000))).collect();
+    let handles: StringArray = present(&mut rng).iter().map(|&p| p.then(|| word(&mut rng))).collect();
+    let user = arrow::array::StructArray::try_new(
+        vec![Field::new("id", DataType::Int64, true), Field::new("name", DataType::Utf8, true)].into(),
+        vec![Arc::new(ids) as ArrayRef, Arc::new(handles)],
+        Some(present(&mut rng).into()),
+    )
+    .unwrap();
     let schema = Schema::new(vec![
         Field::new("i", DataType::Int32, true),
         Field::new("f", DataType::Float64, true),
@@ -238,6 +246,7 @@ fn random_batch(rows: usize, seed: u64) -> RecordBatch {
         Field::new("t", t.data_type().clone(), false),
         Field::new("day", DataType::Date32, true),
         Field::new("tags", tags.data_type().clone(), true),
+        Field::new("user", user.data_type().clone(), true),
     ]);
     let columns: Vec<ArrayRef> = vec![
         Arc::new(i),
@@ -248,6 +257,7 @@ fn random_batch(rows: usize, seed: u64) -> RecordBatch {
         Arc::new(t),
         Arc::new(day),
         Arc::new(tags),
+        Arc::new(user),
     ];
     RecordBatch::try_new(Arc::new(schema), columns).unwrap()
 }

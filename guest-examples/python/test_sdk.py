@@ -230,6 +230,11 @@ class FrameExpressionsAreBuiltAsTheKernelsTakeThem(unittest.TestCase):
         self.assertEqual(e._nodes, [("column", "url"), ("literal", r"^/*([^/?#]*)"), ("literal", 1),
                                     ("call", "str.extract", [0, 1, 2])])
         self.assertEqual(col("ts").dt.truncate("1h")._nodes[-1], ("call", "dt.truncate", [0, 1]))
+        parts = col("path").str.split("/").list.get(-1, null_on_oob=True)
+        self.assertEqual(parts._nodes[-3:], [("literal", -1), ("literal", True), ("call", "list.get", [2, 3, 4])])
+        self.assertEqual(parts.name, "path")
+        # A record's field is named after the field, as in Polars.
+        self.assertEqual((col("user").struct.field("id") + 1).name, "id")
 
     def test_misuse_is_said_where_it_is_written(self):
         from weir.frame import col, lit

@@ -74,6 +74,8 @@ export class Expr {
   get str(): Text { return new Text(this); }
   /** Date and time functions: `col('ts').dt.truncate('1h')`. */
   get dt(): Time { return new Time(this); }
+  /** Nested records' fields: `col('user').struct.field('id')` (named `id`). */
+  get struct(): Struct { return new Struct(this); }
   /** List functions, of `str.split`'s lists: `col('path').str.split('/').list.get(1)`. */
   get list(): List { return new List(this); }
 
@@ -145,6 +147,14 @@ export class Text {
   split(by: string): Expr { return call('str.split', this.e, by); }
   /** Its length in UTF-8 bytes. */
   lenBytes(): Expr { return call('str.len_bytes', this.e); }
+}
+
+/** `expr.struct`: the fields of nested records (Avro, Protobuf, JSON objects). */
+export class Struct {
+  /** @internal */
+  constructor(private readonly e: Expr) {}
+  /** The field `name` of each record (null where the record is), named `name`. */
+  field(name: string): Expr { return call('struct.field', this.e, name).alias(name); }
 }
 
 /** `expr.list`: functions of list values (`str.split` makes them). */

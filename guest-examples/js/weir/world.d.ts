@@ -47,7 +47,7 @@ declare module 'weir:frames/kernels@0.1.0' {
     | { tag: 'literal'; val: Literal }
     | { tag: 'unary'; val: [UnaryOp, number] }
     | { tag: 'binary'; val: [BinaryOp, number, number] }
-    /** A function by its Polars name (`when`, `fill_null`, `cast`, `str.*`, `list.*`, `dt.*`): subject, then arguments. */
+    /** A function by its Polars name (`when`, `fill_null`, `cast`, `str.*`, `list.*`, `struct.field`, `dt.*`): subject, then arguments. */
     | { tag: 'call'; val: [string, number[]] };
   /** An expression: its nodes, operands first; the last is its value. */
   export interface Expr {

@@ -42,6 +42,7 @@ const NAMES: &[&str] = &[
     "str.split",
     "list.get",
     "list.len",
+    "struct.field",
     "dt.year",
     "dt.month",
     "dt.day",
@@ -190,6 +191,31 @@ pub fn call(name: &str, args: &[Value], rows: usize) -> Result<Value, String> {
                 }
             }
             Ok(args[0].like(Arc::new(lists.finish())))
+        }
+        "struct.field" => {
+            arity(2..=2)?;
+            let name = text(&args[1], "the field's name")?;
+            let Some(record) = args[0].array().as_struct_opt() else {
+                return Err(format!("struct.field needs a struct (a nested record), not {}", args[0].data_type()));
+            };
+            let Some(at) = record.column_names().iter().position(|n| *n == name) else {
+                return Err(format!(
+                    "the struct has no field `{name}` (its fields: {})",
+                    record.column_names().join(", ")
+                ));
+            };
+            // A null record's field is null, whatever the child holds there.
+            let field = record.column(at);
+            let field = match record.nulls() {
+                Some(nulls) if nulls.null_count() > 0 => {
+                    let valid = BooleanArray::new(nulls.inner().clone(), None);
+                    let none = arrow_array::new_null_array(field.data_type(), 1);
+                    let none = arrow_array::Scalar::new(none);
+                    arrow_select::zip::zip(&valid, field, &none).map_err(|e| e.to_string())?
+                }
+                _ => field.clone(),
+            };
+            Ok(args[0].like(field))
         }
         "list.len" => {
             arity(1..=1)?;

@@ -422,6 +422,27 @@ mod tests {
     }
 
     #[test]
+    fn a_structs_field_is_null_where_the_record_is() {
+        let ids = Arc::new(Int32Array::from(vec![Some(1), Some(2), None])) as ArrayRef;
+        let user = arrow_array::StructArray::try_new(
+            vec![Field::new("id", DataType::Int32, true)].into(),
+            vec![ids],
+            Some(vec![true, false, true].into()),
+        )
+        .unwrap();
+        let schema = Schema::new(vec![Field::new("user", user.data_type().clone(), true)]);
+        let batch = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(user)]).unwrap();
+        let field = |name: &str| Expr { nodes: call("struct.field", vec![col("user"), text_lit(name)]) };
+        let id = column(&field("id"), &batch).unwrap();
+        let id: Vec<Option<i32>> = id.as_primitive::<arrow_array::types::Int32Type>().iter().collect();
+        assert_eq!(id, [Some(1), None, None]);
+        let missing = column(&field("nope"), &batch).unwrap_err();
+        assert!(missing.ends_with("the struct has no field `nope` (its fields: id)"), "{missing}");
+        let not_a_struct = error(call("struct.field", vec![col("n"), text_lit("id")]));
+        assert!(not_a_struct.ends_with("struct.field needs a struct (a nested record), not Int32"), "{not_a_struct}");
+    }
+
+    #[test]
     fn a_dictionary_encoded_column_is_read_as_its_values() {
         assert_eq!(mask(bin(BinaryOp::Eq, col("d"), text_lit("x/1"))), [true, false, true, false]);
         let second = call("list.get", vec![call("str.split", vec![col("d"), text_lit("/")]), lit(Literal::Int(-1))]);

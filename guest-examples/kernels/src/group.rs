@@ -1,5 +1,6 @@
-//! Sorting and grouping: the rows reordered by keys, and one row per
-//! distinct key with aggregations of each group's rows.
+//! A frame's rows rearranged: reordered by keys (sort), one row per distinct
+//! key with aggregations of each group's rows (group-by), the first row of
+//! each distinct key (unique), and frames' rows end to end (concat).
 
 use std::collections::HashMap;
 use std::sync::Arc;

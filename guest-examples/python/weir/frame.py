@@ -178,6 +178,11 @@ class Expr:
         return _Time(self)
 
     @property
+    def struct(self):
+        """Nested records' fields: `col("user").struct.field("id")` (named "id")."""
+        return _Struct(self)
+
+    @property
     def list(self):
         """List functions, of `str.split`'s lists: `col("path").str.split("/").list.get(1)`."""
         return _List(self)
@@ -326,6 +331,19 @@ class _Time:
     def truncate(self, every):
         """Rounded down to a multiple of `every` since the epoch, in UTC: "1d", "6h", "15m", "30s", "500ms"."""
         return _call("dt.truncate", self._e, every)
+
+
+class _Struct:
+    """`expr.struct`: the fields of nested records (Avro, Protobuf, JSON objects)."""
+
+    __slots__ = ("_e",)
+
+    def __init__(self, e):
+        self._e = e
+
+    def field(self, name):
+        """The field `name` of each record (null where the record is), named `name`."""
+        return _call("struct.field", self._e, name).alias(name)
 
 
 class _List:
