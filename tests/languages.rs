@@ -94,6 +94,8 @@ fn a_passthrough_returns_its_input_in_every_language() {
         ("rust", guest("passthrough")),
         ("python", python_guest("passthrough")),
         ("javascript", js_guest("passthrough")),
+        ("python over frames", python_guest("fixtures/frames-passthrough")),
+        ("javascript over frames", js_guest("fixtures/frames-passthrough")),
     ] {
         assert_same(&run(&component, &input), &expected, language);
     }

@@ -26,6 +26,8 @@ use weir::plugin::{Collect, Declared, Limits, Plugin, Runtime, RuntimeConfig};
 struct Language {
     name: &'static str,
     passthrough: Vec<u8>,
+    /// The passthrough over the kernels' frames (Rust's is its passthrough).
+    frames: Vec<u8>,
     enrich: Vec<u8>,
     by_section: Vec<u8>,
 }
@@ -66,18 +68,21 @@ fn main() {
         Language {
             name: "rust",
             passthrough: common::guest("read-clicks"),
+            frames: common::guest("read-clicks"),
             enrich: common::guest("clicks-enrich"),
             by_section: common::guest("clicks-by-section"),
         },
         Language {
             name: "python",
             passthrough: common::python_guest("passthrough"),
+            frames: common::python_guest("fixtures/frames-passthrough"),
             enrich: common::python_guest("clicks-enrich"),
             by_section: common::python_guest("clicks-by-section"),
         },
         Language {
             name: "javascript",
             passthrough: common::js_guest("passthrough"),
+            frames: common::js_guest("fixtures/frames-passthrough"),
             enrich: common::js_guest("clicks-enrich"),
             by_section: common::js_guest("clicks-by-section"),
         },
@@ -138,7 +143,12 @@ fn loads_and_calls(languages: &[Language], quick: bool) {
     }
 
     let rt = common::runtime();
-    for (what, table) in [("passthrough", "clicks"), ("clicks-enrich", "clicks"), ("clicks-by-section", "sections")] {
+    for (what, table) in [
+        ("passthrough", "clicks"),
+        ("passthrough over frames", "clicks"),
+        ("clicks-enrich", "clicks"),
+        ("clicks-by-section", "sections"),
+    ] {
         println!();
         println!("{what}, median of N calls (call = the publish, less instantiation)");
         println!("{:>8} {:>11} {:>12} {:>11} {:>9} {:>4}", "rows", "language", "instantiate", "call", "vs rust", "N");
@@ -149,6 +159,7 @@ fn loads_and_calls(languages: &[Language], quick: bool) {
             for language in languages {
                 let component = match what {
                     "passthrough" => &language.passthrough,
+                    "passthrough over frames" => &language.frames,
                     "clicks-enrich" => &language.enrich,
                     _ => &language.by_section,
                 };
