@@ -534,7 +534,7 @@ class Frame:
         return Frame(_kernel(self._kernel.drop, _names(names)))
 
     def head(self, n=5):
-        """Its first `n` rows (all of them from the end but `-n` when negative)."""
+        """Its first `n` rows (all but the last `-n` when negative)."""
         return self.slice(0, n if n >= 0 else max(self.height + n, 0))
 
     def tail(self, n=5):
@@ -562,7 +562,7 @@ class Frame:
 
     def to_dicts(self):
         """Its rows as Python dicts, `{column: value}`: for what expressions cannot do (each row becomes Python objects)."""
-        return [row for batch in self._batches() for row in batch.to_pylist()]
+        return self.rows(named=True)
 
     to_pylist = to_dicts
 
@@ -572,7 +572,7 @@ class Frame:
 
     def iter_rows(self, named=False):
         """Its rows one at a time, as tuples (as dicts when `named`)."""
-        for batch in self._batches():
+        for batch in self._read()[1]:
             names = batch.column_names
             for values in zip(*(c.to_pylist() for c in batch.columns)):
                 yield dict(zip(names, values)) if named else values
@@ -589,11 +589,9 @@ class Frame:
         """Its rows as one `weir.RecordBatch`, the row-level API's."""
         from .batch import RecordBatch
 
+        # The kernels write a frame as one batch; a stream of none is a frame of no rows.
         schema, batches = self._read()
-        return batches[0] if _builtin_len(batches) == 1 else RecordBatch.from_pylist(self.to_dicts(), schema)
-
-    def _batches(self):
-        return self._read()[1]
+        return batches[0] if batches else RecordBatch.from_pylist([], schema)
 
     def _read(self):
         from .ipc import read_stream
