@@ -38,21 +38,30 @@ fn main() {
     let guest_target = target_root.join("guests");
 
     check_target_installed();
+    // The guests in the release profile; the kernels in their own, built for speed.
+    cargo_build(&guests, &guest_target, &["--release", "--workspace", "--exclude", "kernels"]);
+    cargo_build(&guests, &guest_target, &["--profile", "kernels", "--package", "kernels"]);
+    let wasm_dir = guest_target.join("wasm32-wasip2");
+    println!("cargo:rustc-env=WEIR_GUESTS_DIR={}", wasm_dir.join("release").display());
+    println!("cargo:rustc-env=WEIR_KERNELS_WASM={}", wasm_dir.join("kernels").join("kernels.wasm").display());
+}
+
+fn cargo_build(guests: &Path, target_dir: &Path, args: &[&str]) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+    cmd.args(["build", "--target", "wasm32-wasip2"])
+        .args(args)
+        .arg("--manifest-path")
         .arg(guests.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", &guest_target);
+        .env("CARGO_TARGET_DIR", target_dir);
     // The outer build's flags are for the host, not for wasm.
     for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET", "RUSTC_WORKSPACE_WRAPPER"] {
         cmd.env_remove(var);
     }
     let status = cmd.status().expect("running cargo for the guest examples");
     if !status.success() {
-        panic!("building guest-examples for wasm32-wasip2 failed (see the output above)");
+        panic!("building guest-examples for wasm32-wasip2 ({}) failed (see the output above)", args.join(" "));
     }
-    let wasm_dir = guest_target.join("wasm32-wasip2").join("release");
-    println!("cargo:rustc-env=WEIR_GUESTS_DIR={}", wasm_dir.display());
 }
 
 fn check_target_installed() {

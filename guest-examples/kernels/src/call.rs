@@ -408,7 +408,10 @@ fn map_text(
     let mut memo = Memo::default();
     let mut mapped = StringBuilder::with_capacity(strings.len(), strings.value_data().len());
     for s in strings.iter() {
-        mapped.append_option(s.and_then(|s| memo.get(s, &mut f)));
+        match s {
+            Some(s) => mapped.append_option(memo.get(s, &mut f).as_deref()),
+            None => mapped.append_null(),
+        }
     }
     Ok(v.like(Arc::new(mapped.finish())))
 }
@@ -417,7 +420,7 @@ fn map_text(
 fn matches(v: &Value, name: &str, mut f: impl FnMut(&str) -> bool) -> Result<Value, String> {
     let strings = strings(v, name)?;
     let mut memo = Memo::default();
-    let mapped: BooleanArray = strings.iter().map(|s| s.map(|s| memo.get(s, &mut f))).collect();
+    let mapped: BooleanArray = strings.iter().map(|s| s.map(|s| *memo.get(s, &mut f))).collect();
     Ok(v.like(Arc::new(mapped)))
 }
 
@@ -442,22 +445,24 @@ impl<T> Default for Memo<'_, T> {
 }
 
 impl<'s, T: Clone> Memo<'s, T> {
-    fn get(&mut self, s: &'s str, f: &mut impl FnMut(&'s str) -> T) -> T {
+    /// `f(s)`, remembered: lent from the memo where it is kept, so an answer
+    /// that owns text is not copied for every row that repeats it.
+    fn get(&mut self, s: &'s str, f: &mut impl FnMut(&'s str) -> T) -> Cow<'_, T> {
         if self.off {
-            return f(s);
+            return Cow::Owned(f(s));
         }
         self.rows += 1;
-        if let Some(known) = self.seen.get(s) {
-            return known.clone();
-        }
-        let answer = f(s);
-        if self.seen.len() < MEMO_MAX {
-            self.seen.insert(s, answer.clone());
-        }
         if self.rows >= MEMO_TRIAL && self.seen.len() * 2 > self.rows {
             (self.off, self.seen) = (true, HashMap::default());
+            return Cow::Owned(f(s));
         }
-        answer
+        if self.seen.len() < MEMO_MAX {
+            return Cow::Borrowed(self.seen.entry(s).or_insert_with(|| f(s)));
+        }
+        match self.seen.get(s) {
+            Some(known) => Cow::Borrowed(known),
+            None => Cow::Owned(f(s)),
+        }
     }
 }
 
@@ -531,20 +536,18 @@ mod tests {
         let mut memo = Memo::default();
         let mut calls = 0;
         for s in &repeating {
-            assert_eq!(
-                memo.get(s, &mut |s: &str| {
-                    calls += 1;
-                    count(s)
-                }),
+            let answer = *memo.get(s, &mut |s: &str| {
+                calls += 1;
                 count(s)
-            );
+            });
+            assert_eq!(answer, count(s));
         }
         assert_eq!(calls, 10);
         // All distinct: it stops remembering after the trial, holding nothing.
         let unique: Vec<String> = (0..5000).map(|i| format!("u{i}")).collect();
         let mut memo = Memo::default();
         for s in &unique {
-            assert_eq!(memo.get(s, &mut |s: &str| count(s)), count(s));
+            assert_eq!(*memo.get(s, &mut |s: &str| count(s)), count(s));
         }
         assert!(memo.off && memo.seen.is_empty());
     }

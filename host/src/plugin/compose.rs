@@ -10,7 +10,7 @@ use wac_graph::types::Package;
 use wac_graph::{CompositionGraph, EncodeOptions};
 
 /// The kernels component (`guest-examples/kernels`, built with weir).
-pub const KERNELS: &[u8] = include_bytes!(concat!(env!("WEIR_GUESTS_DIR"), "/kernels.wasm"));
+pub const KERNELS: &[u8] = include_bytes!(env!("WEIR_KERNELS_WASM"));
 
 /// The names `component` imports that grant something (not a world's `use`
 /// of a type or resource, which only names one), read from its bytes without

@@ -530,5 +530,9 @@ fn engine_config(max_concurrent_calls: u32) -> Config {
         .wasm_component_model(true)
         .epoch_interruption(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    // For `perf`: name the plugins' compiled functions in /tmp/perf-PID.map.
+    if std::env::var_os("WEIR_PERF_MAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     config
 }
