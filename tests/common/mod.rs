@@ -180,6 +180,19 @@ fn built_guest(
             std::fs::write(&partial, composed).unwrap();
         }
         std::fs::rename(&partial, &wasm).unwrap();
+        // The builds this one supersedes (of other sources), once a day old: another clone may still use them.
+        let stem = format!("{}{bare}-", name.replace('/', "-"));
+        for entry in std::fs::read_dir(&out).into_iter().flatten().flatten() {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            let superseded = file
+                .strip_prefix(&stem)
+                .and_then(|rest| rest.strip_suffix(".wasm"))
+                .is_some_and(|hash| hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()));
+            let age = entry.metadata().and_then(|m| m.modified()).ok().and_then(|m| m.elapsed().ok());
+            if superseded && age.is_some_and(|age| age.as_secs() > 86_400) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
     wasm
 }
@@ -211,8 +224,24 @@ pub fn runtime() -> Runtime {
     Runtime::new(RuntimeConfig { cache_dir: Some(shared_cache()), ..RuntimeConfig::default() }).expect("runtime")
 }
 
+/// The shared artifact cache. Each change of a guest, of its SDK or of
+/// wasmtime compiles new components into it, so once a process, those
+/// compiled more than three days ago are removed (left alone, the cache
+/// reached 23 GB here); a test that wants one again compiles it again.
 pub fn shared_cache() -> PathBuf {
-    guests_dir().join("test-artifact-cache")
+    let dir = guests_dir().join("test-artifact-cache");
+    static PRUNED: std::sync::Once = std::sync::Once::new();
+    PRUNED.call_once(|| {
+        let old = |entry: &std::fs::DirEntry| {
+            let modified = entry.metadata().and_then(|m| m.modified()).ok();
+            modified.and_then(|m| m.elapsed().ok()).is_some_and(|age| age.as_secs() > 3 * 86_400)
+        };
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten().filter(old) {
+            // Another test process may be reading it: it compiles the component again.
+            let _ = std::fs::remove_file(entry.path());
+        }
+    });
+    dir
 }
 
 /// One Arrow IPC frame of `batches`.
