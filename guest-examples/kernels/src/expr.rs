@@ -112,7 +112,7 @@ fn evaluate(expr: &Expr, batch: &RecordBatch) -> Result<Value, String> {
     // holds `s` twice) is evaluated once: `value_of[node]` is where its value is.
     let mut values: Vec<Value> = Vec::with_capacity(expr.nodes.len());
     let mut value_of: Vec<usize> = Vec::with_capacity(expr.nodes.len());
-    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut seen: std::collections::HashMap<String, usize, rustc_hash::FxBuildHasher> = Default::default();
     for (at, node) in expr.nodes.iter().enumerate() {
         let index = |i: u32| match value_of.get(i as usize) {
             Some(&v) => Ok(v),
