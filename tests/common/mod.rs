@@ -188,8 +188,7 @@ fn built_guest(
                 .strip_prefix(&stem)
                 .and_then(|rest| rest.strip_suffix(".wasm"))
                 .is_some_and(|hash| hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()));
-            let age = entry.metadata().and_then(|m| m.modified()).ok().and_then(|m| m.elapsed().ok());
-            if superseded && age.is_some_and(|age| age.as_secs() > 86_400) {
+            if superseded && older_than(&entry, 86_400) {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
@@ -232,16 +231,18 @@ pub fn shared_cache() -> PathBuf {
     let dir = guests_dir().join("test-artifact-cache");
     static PRUNED: std::sync::Once = std::sync::Once::new();
     PRUNED.call_once(|| {
-        let old = |entry: &std::fs::DirEntry| {
-            let modified = entry.metadata().and_then(|m| m.modified()).ok();
-            modified.and_then(|m| m.elapsed().ok()).is_some_and(|age| age.as_secs() > 3 * 86_400)
-        };
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten().filter(old) {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten().filter(|e| older_than(e, 3 * 86_400)) {
             // Another test process may be reading it: it compiles the component again.
             let _ = std::fs::remove_file(entry.path());
         }
     });
     dir
+}
+
+/// Whether the file was last written more than `seconds` ago.
+fn older_than(entry: &std::fs::DirEntry, seconds: u64) -> bool {
+    let modified = entry.metadata().and_then(|m| m.modified()).ok();
+    modified.and_then(|m| m.elapsed().ok()).is_some_and(|age| age.as_secs() > seconds)
 }
 
 /// One Arrow IPC frame of `batches`.
