@@ -192,7 +192,7 @@ fn random_batch(rows: usize, seed: u64) -> RecordBatch {
     use arrow::datatypes::Int32Type;
     use rand::{Rng, SeedableRng, rngs::StdRng};
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut present = |rng: &mut StdRng| {
+    let present = |rng: &mut StdRng| {
         let density = [1.0, 0.9, 0.5, 0.0][rng.random_range(0..4)];
         (0..rows).map(|_| rng.random_bool(density)).collect::<Vec<bool>>()
     };
