@@ -98,10 +98,17 @@ fn schema(columns: &[&str]) -> serde_json::Value {
 fn version(file: &str, rows: u64, columns: &[&str]) -> NewVersion {
     NewVersion {
         table: "t".into(),
-        files: vec![DataFile { path: file.into(), size: 100, rows, stats: Some("{\"numRecords\":1}".into()) }],
+        files: vec![DataFile {
+            path: file.into(),
+            size: 100,
+            rows,
+            stats: Some("{\"numRecords\":1}".into()),
+            ..Default::default()
+        }],
         rows,
         schema: schema(columns),
         txns: vec![Txn { app_id: "p-t-0".into(), version: rows as i64 }],
+        partition_by: vec![],
     }
 }
 
@@ -314,7 +321,13 @@ fn tables_versions_and_compactions(place: &Place) {
     assert_eq!(versions.len(), 2);
     assert_eq!(
         versions[0].files,
-        vec![DataFile { path: "a".into(), size: 100, rows: 10, stats: Some("{\"numRecords\":1}".into()) }]
+        vec![DataFile {
+            path: "a".into(),
+            size: 100,
+            rows: 10,
+            stats: Some("{\"numRecords\":1}".into()),
+            ..Default::default()
+        }]
     );
     assert_eq!(versions[1].txns, vec![Txn { app_id: "p-t-0".into(), version: 5 }]);
     assert!(versions[0].schema.is_some() && versions[1].schema.is_some());
@@ -326,7 +339,7 @@ fn tables_versions_and_compactions(place: &Place) {
     assert_eq!(catalog.all_tables().unwrap(), vec![("acme/events".to_string(), "t".to_string())]);
 
     let live: Vec<DataFile> = versions.iter().flat_map(|v| v.files.clone()).collect();
-    let merged = [DataFile { path: "ab".into(), size: 150, rows: 15, stats: None }];
+    let merged = [DataFile { path: "ab".into(), size: 150, rows: 15, stats: None, ..Default::default() }];
     assert_eq!(catalog.commit_compaction("acme/events", "t", &merged, &live).unwrap(), 3);
     let err = catalog.commit_compaction("acme/events", "t", &merged, &live).unwrap_err();
     assert!(matches!(err, CatalogError::Exists(_)), "a file is compacted once: {err}");

@@ -380,3 +380,125 @@ fn rows_another_writer_deleted_through_a_deletion_vector_are_refused_by_name_not
     let blocked = blocked.downcast_ref::<delta::Blocked>().expect("a Blocked error");
     assert_eq!((blocked.version, blocked.writer.as_str()), (2, "Apache-Spark/4.0.0 Delta-Lake/4.0.0 (DELETE)"));
 }
+
+/// Clicks over three days, three pages and three countries (one of them
+/// given as "", which partitions as null, as in Hive and Spark, and one
+/// missing): `(message, [event_id, country, ts_day, url])`.
+fn spread_clicks(n: usize) -> (Vec<String>, Vec<Value>) {
+    let urls = ["/docs", "/a b?c=d", "/"];
+    (0..n)
+        .map(|i| {
+            let (url, day, hour) = (urls[i % 3], 28 + (i / 7) % 3, i % 24);
+            let mut click = json!({"event_id": format!("evt-{i}"), "user_id": i % 50, "url": url,
+                                   "ts": format!("2026-11-{day}T{hour:02}:30:00Z")});
+            let country = ["DE", "FR", ""].get(i % 4).copied();
+            if let Some(c) = country {
+                click["country"] = json!(c);
+            }
+            let country = country.filter(|c| !c.is_empty());
+            (click.to_string(), json!([format!("evt-{i}"), country, format!("2026-11-{day}"), url]))
+        })
+        .unzip()
+}
+
+fn sorted(mut rows: Vec<Value>) -> Vec<Value> {
+    rows.sort_by_key(|r| r.to_string());
+    rows
+}
+
+const PARTITION_COLUMNS: &str = "event_id,country,ts_day,url";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_table_is_a_file_per_partition_that_every_engine_reads_prunes_and_weir_compacts_in_place() {
+    let h = Harness::new(1);
+    let (messages, expected) = spread_clicks(180);
+    h.produce("clicks", &messages).await;
+    let mut publisher = h.publisher("read-clicks", json!({"kafka.messages_rollover": 60}), None);
+    let spec = ["country", "day(ts)", "url"].map(String::from);
+    publisher.partitioning.spec = tables::partition::PartitionSpec::parse(&spec).unwrap();
+    let mut w = h.start(publisher, WorkerOptions::default());
+    w.commits_until(180).await;
+    w.stop().await;
+    let versions = h.catalog.versions("events", "clicks").unwrap();
+    assert_eq!(versions.len(), 3);
+    // 3 countries (null one) × 3 days × 3 pages, each its own file in each batch of 60.
+    assert_eq!(versions[0].files.len(), 27);
+    let root = table_root(h.dir.path(), "events", "clicks");
+    assert!(root.join("country=DE/ts_day=2026-11-28/url=%2Fa b%3Fc%3Dd").is_dir(), "Hive-style, escaped as Hive does");
+    assert!(root.join("country=__HIVE_DEFAULT_PARTITION__/ts_day=2026-11-30/url=%2F").is_dir());
+
+    let read = delta_py(&["partitions", root.to_str().unwrap(), "--columns", PARTITION_COLUMNS]);
+    assert_eq!(read["partition_columns"], json!(["country", "ts_day", "url"]));
+    assert_eq!(read["configuration"]["weir.partitionBy"], json!(r#"["country","day(ts)","url"]"#));
+    for reader in ["duckdb", "polars", "deltalake"] {
+        let rows: Vec<Value> = read["rows"][reader].as_array().unwrap().clone();
+        assert_eq!(sorted(rows), sorted(expected.clone()), "{reader} reads every row with its partition's values");
+    }
+    // A filter on a partition column reads that partition's files only.
+    let read =
+        delta_py(&["partitions", root.to_str().unwrap(), "--columns", PARTITION_COLUMNS, "--where", "url=/a b?c=d"]);
+    let (all, pruned) = (read["files"].as_array().unwrap(), read["pruned_files"].as_array().unwrap());
+    assert_eq!((all.len(), pruned.len()), (81, 27), "{read}");
+    let in_partition: Vec<Value> = expected.iter().filter(|r| r[3] == "/a b?c=d").cloned().collect();
+    for reader in ["duckdb", "polars", "deltalake"] {
+        let rows: Vec<Value> = read["rows"][reader].as_array().unwrap().clone();
+        assert_eq!(sorted(rows), sorted(in_partition.clone()), "{reader}");
+    }
+    // weir reads it as the others do.
+    let snapshot = tables::snapshot(&h.catalog, "events", "clicks", None).unwrap();
+    let rows = tables::sample(h.catalog.store(), &snapshot, usize::MAX).unwrap();
+    let ours: Vec<Value> = rows.iter().map(|r| json!([r["event_id"], r["country"], r["ts_day"], r["url"]])).collect();
+    assert_eq!(sorted(ours), sorted(expected.clone()));
+
+    // Compaction joins the old versions' files of each partition, in that partition.
+    let done = tables::vacuum::vacuum(&h.catalog, "events", "clicks", 1).unwrap();
+    assert_eq!((done.compacted_files, done.compacted_into), (54, Some(4)), "{done:?}");
+    let read = delta_py(&["partitions", root.to_str().unwrap(), "--columns", PARTITION_COLUMNS]);
+    assert_eq!(read["files"].as_array().unwrap().len(), 54, "27 compacted, 27 of the last version");
+    for reader in ["duckdb", "polars", "deltalake"] {
+        let rows: Vec<Value> = read["rows"][reader].as_array().unwrap().clone();
+        assert_eq!(sorted(rows), sorted(expected.clone()), "{reader} after the compaction");
+    }
+    let compacted = &h.catalog.versions("events", "clicks").unwrap()[3];
+    assert!(compacted.files.iter().all(|f| f.path.contains("/country=") && !f.partition_values.is_empty()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_past_its_partition_bound_or_partitioned_otherwise_than_its_table_fails_committing_nothing() {
+    let h = Harness::new(1);
+    let (messages, _) = spread_clicks(20);
+    h.produce("clicks", &messages[..10]).await;
+    let src_cfg = json!({"kafka.messages_rollover": 10});
+    let options =
+        WorkerOptions { max_attempts: 2, first_backoff: Duration::from_millis(100), ..WorkerOptions::default() };
+    let failed = |mut publisher: weir::publisher::StreamPublisher, spec: &[&str], bound: usize| {
+        let spec: Vec<String> = spec.iter().map(|s| s.to_string()).collect();
+        publisher.partitioning = tables::partition::Partitioning {
+            spec: tables::partition::PartitionSpec::parse(&spec).unwrap(),
+            max_per_batch: bound,
+        };
+        let w = h.start(publisher, options.clone());
+        async move {
+            let _running = w.stop; // dropped, it would stop the worker
+            let exit = tokio::time::timeout(Duration::from_secs(60), w.handle).await.unwrap().unwrap().unwrap();
+            let WorkerExit::Failed(error) = exit else { panic!("the publisher fails: {exit:?}") };
+            error
+        }
+    };
+    let error = failed(h.publisher("read-clicks", src_cfg.clone(), None), &["url", "day(ts)"], 2).await;
+    assert!(
+        error.contains("the batch writes more than 2 partitions of the table (partition_by = [\"url\", \"day(ts)\"]")
+            && error.contains("raise max_partitions_per_batch (at most 10000)"),
+        "{error}"
+    );
+    assert!(h.catalog.versions("events", "clicks").unwrap().is_empty(), "nothing committed");
+
+    let mut w = h.start(h.publisher("read-clicks", src_cfg.clone(), None), WorkerOptions::default());
+    w.commits_until(10).await;
+    w.stop().await;
+    h.produce("clicks", &messages[10..]).await;
+    let error = failed(h.publisher("read-clicks", src_cfg, None), &["url"], 100).await;
+    assert!(error.contains("table `clicks` is not partitioned, and the batch partitioned by [\"url\"]"), "{error}");
+    assert_eq!(h.catalog.versions("events", "clicks").unwrap().len(), 1, "nothing more committed");
+    assert_eq!(h.catalog.offsets("events/read_clicks", "clicks").unwrap()[&0], 10, "the offsets stay");
+}

@@ -330,6 +330,28 @@ fn every_registration_failure_is_a_4xx_that_says_what_to_do() {
             404,
             "is not uploaded: push it first with `weir plugin push",
         ),
+        (
+            "events",
+            decl(&format!("{ok_top}\npartition_by = [\"week(ts)\"]"), &ok_kafka),
+            plugin.clone(),
+            422,
+            "partition_by entry \"week(ts)\": no transform `week`; write a column (`country`), or a transform of one",
+        ),
+        // Checked against the columns the plugin writes (it is called with a batch of no rows).
+        (
+            "events",
+            decl(&format!("{ok_top}\npartition_by = [\"region\"]"), &ok_kafka),
+            plugin.clone(),
+            422,
+            "partition_by entry `region`: the table has no column `region` (its columns: event_id, user_id, url",
+        ),
+        (
+            "events",
+            decl(&format!("{ok_top}\npartition_by = [\"hour(user_id)\"]"), &ok_kafka),
+            plugin.clone(),
+            422,
+            "partition_by entry `hour(user_id)`: column `user_id` is Int64, and it takes a timestamp",
+        ),
     ];
     for (collection, declaration, plugin, status, message) in cases {
         let (got, answer) = register(&server, &token, collection, &declaration, &plugin, false);
@@ -353,13 +375,23 @@ fn every_registration_failure_is_a_4xx_that_says_what_to_do() {
     let every_ten = format!("{good}\n[source.kafka.src_cfg]\n\"kafka.messages_rollover\" = 10\n");
     let (status, answer) = register(&server, &token, "events", &every_ten, enrich["sha256"].as_str().unwrap(), true);
     assert_eq!(status, 200, "{answer}");
-    block_on(produce(bootstrap, "clicks", &clicks(0, 10)));
+    // Clicks of 100 ms and more: not bounces, so the table gets rows.
+    block_on(produce(bootstrap, "clicks", &clicks(100, 10)));
     let id = poll("an execution", || {
         let list = server.cli_json(&token, &["execution", "list", "events/read_clicks"]);
         list.as_array().unwrap().iter().find(|e| e["status"] == "committed").map(|e| e["id"].to_string())
     });
     let out = server.cli_ok(&token, &["execution", "show", &id]);
     assert!(out.contains("plugin log:") && out.contains("info  log    kept ") && out.contains("of 10 clicks"), "{out}");
+    // The table has data now: its partitioning does not change.
+    let partitioned = every_ten.replace(ok_top, &format!("{ok_top}\npartition_by = [\"country\"]"));
+    let (status, answer) = register(&server, &token, "events", &partitioned, &plugin, true);
+    assert_eq!(status, 422, "{answer}");
+    let error = answer["error"].as_str().unwrap();
+    assert!(
+        error.contains("table `events/clicks` is not partitioned and has data, and a table's partitioning does not change: remove partition_by, or write a new table"),
+        "{error}"
+    );
     let other = good.replace("name = \"read_clicks\"", "name = \"other\"");
     let (status, answer) = register(&server, &token, "events", &other, &plugin, false);
     assert_eq!(status, 403);

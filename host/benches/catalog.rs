@@ -114,10 +114,17 @@ fn commit(catalog: &Catalog, round: i64) -> Result<(i64, Option<i64>), weir::cat
         topic: "t",
         version: Some(NewVersion {
             table: "t".into(),
-            files: vec![DataFile { path: format!("t/{round}.parquet"), size: 1 << 20, rows: 3000, stats: None }],
+            files: vec![DataFile {
+                path: format!("t/{round}.parquet"),
+                size: 1 << 20,
+                rows: 3000,
+                stats: None,
+                ..Default::default()
+            }],
             rows: 3000,
             schema,
             txns: (0..PARTITIONS).map(|p| Txn { app_id: format!("p-t-{p}"), version: round * 1000 + 1000 }).collect(),
+            partition_by: vec![],
         }),
         ranges: &ranges,
         execution: &execution,

@@ -72,6 +72,13 @@ pub enum CatalogError {
     Schema(#[from] evolve::SchemaMismatch),
     #[error(transparent)]
     Secrets(#[from] SecretError),
+    /// The batch is partitioned otherwise than its table.
+    #[error(
+        "table `{table}` is {}, and the batch {}: a table's partitioning does not change once it has data. Declare partition_by = {table_has:?} again, or write a new table (another topic or collection) partitioned the new way",
+        partitioned(table_has),
+        partitioned(batch_has)
+    )]
+    Partitioning { table: String, table_has: Vec<String>, batch_has: Vec<String> },
 }
 
 /// The offsets of one partition a batch covers.
@@ -96,10 +103,12 @@ pub struct NewVersion {
     pub schema: serde_json::Value,
     /// Where each partition the batch read resumes, as Delta transaction ids.
     pub txns: Vec<Txn>,
+    /// The table's partitioning (`tables::partition`), set by its first version.
+    pub partition_by: Vec<String>,
 }
 
 /// One data file of a table version.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct DataFile {
     /// Its key in the store (a path relative to the data directory, by default).
     pub path: String,
@@ -108,6 +117,10 @@ pub struct DataFile {
     /// Its statistics, as the Delta `add` action's `stats` (JSON text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<String>,
+    /// Its partition in a partitioned table: each partition column and its
+    /// value as the Delta log has it (`None`: null).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_values: crate::tables::partition::PartitionValues,
 }
 
 /// A Delta transaction identifier: the application (a publisher reading one
@@ -206,6 +219,8 @@ pub struct TableRecord {
     /// The Delta table id (a UUID).
     pub delta_id: String,
     pub created_at_ms: i64,
+    /// Its partitioning, in `partition_by`'s words (empty: none).
+    pub partition_by: Vec<String>,
 }
 
 /// A table and how far it has come.
@@ -263,6 +278,20 @@ pub struct Catalog {
 /// committing versions of one table at once, the second waits for the first,
 /// then numbers its version after the first's instead of colliding with it.
 /// (PostgreSQL; SQLite's write transactions run one at a time anyway.)
+fn partitioned(by: &[String]) -> String {
+    match by.is_empty() {
+        true => "not partitioned".into(),
+        false => format!("partitioned by {by:?}"),
+    }
+}
+
+/// A table's partitioning, as its first version set it (none for tables from before weir partitioned).
+fn table_partitioning(sql: &mut dyn Sql, table_id: i64) -> Result<Vec<String>, CatalogError> {
+    let text: Option<String> =
+        sql.query_one("SELECT partition_by FROM tables WHERE id = ?1", args![table_id])?.get(0)?;
+    Ok(text.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default())
+}
+
 fn lock_table(tx: &mut dyn Sql, collection: &str, table: &str) -> Result<i64, CatalogError> {
     tx.query_one(
         "UPDATE tables SET id = id WHERE collection = ?1 AND name = ?2 RETURNING id",
@@ -381,12 +410,21 @@ impl Catalog {
             let execution_id = executions::insert_execution(tx, batch.execution)?;
             let mut version_number = None;
             if let Some(version) = &batch.version {
+                let partition_by = serde_json::to_string(&version.partition_by).expect("json");
                 tx.execute(
-                    "INSERT INTO tables (collection, name, delta_id, created_at_ms) VALUES (?1, ?2, ?3, ?4)
+                    "INSERT INTO tables (collection, name, delta_id, created_at_ms, partition_by) VALUES (?1, ?2, ?3, ?4, ?5)
                      ON CONFLICT (collection, name) DO NOTHING",
-                    args![batch.collection, &version.table, new_uuid(), now_ms()],
+                    args![batch.collection, &version.table, new_uuid(), now_ms(), &partition_by],
                 )?;
                 let table_id = lock_table(tx, batch.collection, &version.table)?;
+                let table_has = table_partitioning(tx, table_id)?;
+                if table_has != version.partition_by {
+                    return Err(CatalogError::Partitioning {
+                        table: version.table.clone(),
+                        table_has,
+                        batch_has: version.partition_by.clone(),
+                    });
+                }
                 let next: i64 = tx
                     .query_one(
                         "SELECT COALESCE(MAX(version), 0) + 1 FROM table_versions WHERE table_id = ?1",
@@ -491,24 +529,31 @@ impl Catalog {
     /// committed before weir wrote Delta logs). `None`: no such table.
     pub fn table_record(&self, collection: &str, table: &str) -> Result<Option<TableRecord>, CatalogError> {
         self.db.run(|sql| {
-            let read = |sql: &mut dyn Sql| -> Result<Option<(Option<String>, i64)>, CatalogError> {
+            type Row = (Option<String>, i64, Vec<String>);
+            let read = |sql: &mut dyn Sql| -> Result<Option<Row>, CatalogError> {
                 sql.query_opt(
-                    "SELECT delta_id, created_at_ms FROM tables WHERE collection = ?1 AND name = ?2",
+                    "SELECT delta_id, created_at_ms, partition_by FROM tables WHERE collection = ?1 AND name = ?2",
                     args![collection, table],
                 )?
-                .map(|r| Ok((r.get(0)?, r.get::<Option<i64>>(1)?.unwrap_or(0))))
+                .map(|r| {
+                    let partition_by: Option<String> = r.get(2)?;
+                    let partition_by = partition_by.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+                    Ok((r.get(0)?, r.get::<Option<i64>>(1)?.unwrap_or(0), partition_by))
+                })
                 .transpose()
             };
             let record = match read(sql)? {
                 None => return Ok(None),
-                Some((Some(delta_id), created_at_ms)) => TableRecord { delta_id, created_at_ms },
-                Some((None, _)) => {
+                Some((Some(delta_id), created_at_ms, partition_by)) => {
+                    TableRecord { delta_id, created_at_ms, partition_by }
+                }
+                Some((None, _, _)) => {
                     sql.execute(
                         "UPDATE tables SET delta_id = ?3 WHERE collection = ?1 AND name = ?2 AND delta_id IS NULL",
                         args![collection, table, new_uuid()],
                     )?;
-                    let (delta_id, created_at_ms) = read(sql)?.expect("the table is there");
-                    TableRecord { delta_id: delta_id.expect("just given"), created_at_ms }
+                    let (delta_id, created_at_ms, partition_by) = read(sql)?.expect("the table is there");
+                    TableRecord { delta_id: delta_id.expect("just given"), created_at_ms, partition_by }
                 }
             };
             Ok(Some(record))
@@ -605,7 +650,7 @@ pub(super) fn parse_files(text: &str, rows: u64) -> Vec<DataFile> {
         .into_iter()
         .map(|s| match s {
             Stored::File(file) => file,
-            Stored::Path(path) => DataFile { path, size: 0, rows: if single { rows } else { 0 }, stats: None },
+            Stored::Path(path) => DataFile { path, rows: if single { rows } else { 0 }, ..DataFile::default() },
         })
         .collect()
 }

@@ -314,6 +314,56 @@ impl Store {
         }
     }
 
+    /// Every file under `dir`, in its subdirectories too (a partitioned
+    /// table's), each named by its path relative to `dir`.
+    pub fn list_tree(&self, dir: &str) -> anyhow::Result<Vec<Entry>> {
+        match self {
+            Self::Local { root } => {
+                let mut found = Vec::new();
+                let mut dirs = vec![String::new()];
+                while let Some(sub) = dirs.pop() {
+                    let here = if sub.is_empty() { dir.to_string() } else { format!("{dir}/{sub}") };
+                    let entries = match std::fs::read_dir(root.join(&here)) {
+                        Ok(entries) => entries,
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                        Err(e) => return Err(e).with_context(|| format!("listing {}", self.location(&here))),
+                    };
+                    for entry in entries {
+                        let entry = entry?;
+                        let meta = entry.metadata()?;
+                        let name = entry.file_name().to_string_lossy().into_owned();
+                        let name = if sub.is_empty() { name } else { format!("{sub}/{name}") };
+                        if meta.is_dir() {
+                            dirs.push(name);
+                        } else if meta.is_file() {
+                            found.push(Entry { name, size: meta.len(), modified: meta.modified()? });
+                        }
+                    }
+                }
+                Ok(found)
+            }
+            Self::Object(b) => {
+                let listed = b
+                    .run(dir, |store, path| async move {
+                        use futures::TryStreamExt as _;
+                        let objects: Vec<_> = store.list(Some(&path)).try_collect().await?;
+                        Ok((path, objects))
+                    })
+                    .map_err(|e| b.failed(e))
+                    .with_context(|| format!("listing {}", self.location(dir)))?;
+                let (prefix, objects) = listed;
+                Ok(objects
+                    .into_iter()
+                    .filter_map(|o| {
+                        let parts: Vec<String> =
+                            o.location.prefix_match(&prefix)?.map(|p| p.as_ref().to_string()).collect();
+                        Some(Entry { name: parts.join("/"), size: o.size, modified: o.last_modified.into() })
+                    })
+                    .collect())
+            }
+        }
+    }
+
     /// Deletes `key`; `false` when it was not there.
     pub fn delete(&self, key: &str) -> anyhow::Result<bool> {
         match self {
@@ -374,8 +424,12 @@ impl Bucket {
         }
     }
 
+    /// A key's object path, its segments as they are: a partition's
+    /// directory holds Hive's `%XX` escapes, which the object's name must keep
+    /// (as the Delta log names it, once its path is decoded).
     fn path(&self, key: &str) -> ObjectPath {
-        self.prefix.parts().chain(key.split('/').filter(|p| !p.is_empty()).map(PathPart::from)).collect()
+        let part = |p| PathPart::parse(p).unwrap_or_else(|_| PathPart::from(p));
+        self.prefix.parts().chain(key.split('/').filter(|p| !p.is_empty()).map(part)).collect()
     }
 
     /// Runs `call(store, path of key)` on the store's runtime and waits for it,

@@ -34,7 +34,7 @@ pub fn commit_version(
         expected: (ids.start > 0).then_some(ids.start),
     };
     let path = weir::tables::file::table_file("events", "t", "topic", &[range]);
-    let mut sink = TableSink::new(catalog.store().scratch(&path), path);
+    let mut sink = TableSink::new(catalog.store().scratch(&path), path, Default::default());
     sink.write("t", weir::plugin::frames::Frame { schema: batch.schema(), batches: vec![batch] }).unwrap();
     let written = sink.finish().unwrap().unwrap();
     let execution = Execution {
@@ -54,10 +54,11 @@ pub fn commit_version(
     };
     let version = NewVersion {
         table: "t".into(),
-        rows: written.file.rows,
-        files: vec![written.file],
+        rows: written.files.iter().map(|f| f.rows).sum(),
+        files: written.files,
         schema: written.schema,
         txns: vec![Txn { app_id: "events/p/topic/0".into(), version: ids.end }],
+        partition_by: vec![],
     };
     let committed = catalog.commit(&BatchCommit {
         collection: "events",

@@ -163,6 +163,7 @@ pub fn publisher_with(
         flush_interval_mins: 60,
         plugin: runtime.load(&super::guest(plugin)).expect("plugin"),
         limits: Limits::default(),
+        partitioning: Default::default(),
     }
 }
 

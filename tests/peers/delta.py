@@ -11,6 +11,15 @@ deltalake, the stored transaction version of each APP_ID.
                                      update PREDICATE COLUMN SQL|add-column NAME TYPE|
                                      set-property KEY VALUE|add-feature FEATURE|drop-feature FEATURE
 
+    python3 delta.py partitions TABLE_DIR --columns A,B,C [--version N] [--where COLUMN=VALUE]
+
+prints, for a partitioned table, its partition columns and configuration as
+deltalake reads them, each reader's rows as the sorted lists of COLUMNS
+(all of them, or those WHERE matches), and the files deltalake prunes to
+for WHERE (a partition filter: only that partition's files are read).
+
+    python3 delta.py write TABLE_DIR ...
+
 commits to the table as another engine would (deltalake, delta-rs), and
 prints the new version. `drop-feature` writes the protocol without the
 feature, as Spark's ALTER TABLE DROP FEATURE does (delta-rs has no such call).
@@ -132,7 +141,47 @@ def drop_feature(t, drop):
         f.write("".join(json.dumps(a) + "\n" for a in commit))
 
 
+def partitions(table, columns, version, where):
+    import deltalake
+    import polars as pl
+
+    t = deltalake.DeltaTable(table, version=version)
+    column, value = where.split("=", 1) if where else (None, None)
+    select = ", ".join(f'"{c}"' for c in columns)
+    sql = f"SELECT {select} FROM delta_scan(?, version => {t.version()})"
+    params = [table]
+    if column:
+        sql += f' WHERE CAST("{column}" AS VARCHAR) = ?'
+        params.append(value)
+    rows = {"duckdb": [list(r) for r in duckdb_connection().execute(sql, params).fetchall()]}
+    scan = pl.scan_delta(table, version=t.version())
+    if column:
+        scan = scan.filter(pl.col(column).cast(pl.String) == value)
+    rows["polars"] = [list(r) for r in scan.select(columns).collect().rows()]
+    filters = [(column, "=", value)] if column else None
+    arrow = t.to_pyarrow_table(columns=columns, partitions=filters)
+    rows["deltalake"] = [list(r.values()) for r in arrow.to_pylist()]
+    out = {
+        "version": t.version(),
+        "partition_columns": t.metadata().partition_columns,
+        "configuration": t.metadata().configuration,
+        "files": t.file_uris(),
+        "pruned_files": t.file_uris(partition_filters=filters) if filters else None,
+        "rows": {name: sorted(r, key=lambda r: json.dumps(r, default=str)) for name, r in rows.items()},
+    }
+    json.dump(out, sys.stdout, default=str)
+
+
 def main():
+    if sys.argv[1:2] == ["partitions"]:
+        parser = argparse.ArgumentParser()
+        parser.add_argument("command")
+        parser.add_argument("table")
+        parser.add_argument("--columns", required=True)
+        parser.add_argument("--version", type=int)
+        parser.add_argument("--where", default="")
+        args = parser.parse_args()
+        return partitions(os.path.abspath(args.table), args.columns.split(","), args.version, args.where)
     if sys.argv[1:2] == ["write"]:
         table = sys.argv[2] if sys.argv[2].startswith("s3://") else os.path.abspath(sys.argv[2])
         return write(table, sys.argv[3], sys.argv[4:])

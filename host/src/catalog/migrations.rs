@@ -173,4 +173,10 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     super::plugins::PLUGIN_NAMES_MIGRATION,
     // 8: the rows a version removes (a reprocess).
     super::reprocess::REMOVED_ROWS_MIGRATION,
+    // 9: a table's partitioning (`tables::partition`), as `partition_by`'s
+    // entries in JSON; NULL for a table from before, which is not partitioned.
+    Migration {
+        sqlite: "ALTER TABLE tables ADD COLUMN partition_by TEXT;",
+        postgres: "ALTER TABLE tables ADD COLUMN partition_by TEXT;",
+    },
 ];

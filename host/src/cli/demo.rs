@@ -146,6 +146,7 @@ async fn demo(args: Args) -> anyhow::Result<()> {
         flush_interval_mins: 1,
         plugin,
         limits: Limits::default(),
+        partitioning: Default::default(),
     };
     let rollover = publisher.rollover();
     println!(

@@ -110,6 +110,7 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
         flush_interval_mins: resolved.flush_interval_mins,
         plugin,
         limits: Limits { memory_bytes: args.memory_limit, deadline: args.deadline, ..Limits::default() },
+        partitioning: resolved.partitioning,
     };
     let node =
         Node { catalog, runtime, budget: Arc::new(MemoryBudget::new(args.memory_budget)), sources: Default::default() };

@@ -85,6 +85,18 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
                     cell(&a["rows"]),
                     cell(&a["files"])
                 );
+                let by =
+                    a["partition_by"].as_array().map(|p| p.iter().map(cell).collect::<Vec<_>>()).unwrap_or_default();
+                if !by.is_empty() {
+                    let columns: Vec<String> =
+                        a["partition_columns"].as_array().map(|p| p.iter().map(cell).collect()).unwrap_or_default();
+                    println!(
+                        "partition {} (columns {}; {} partitions in this version)",
+                        by.join(", "),
+                        columns.join(", "),
+                        cell(&a["partitions"])
+                    );
+                }
                 let log = &a["log"];
                 if !log.is_null() {
                     println!(

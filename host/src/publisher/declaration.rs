@@ -16,6 +16,10 @@
 //! "kafka.time_rollover_seconds" = 30
 //! ```
 //!
+//! A table may be partitioned (`tables::partition`), outermost first:
+//! `partition_by = ["country", "day(_timestamp)"]`, with at most
+//! `max_partitions_per_batch` partition values a batch (100 unless set).
+//!
 //! Parsed in two stages: the words (unknown keys are errors), then resolved
 //! into a [`KafkaSource`] with every value checked.
 
@@ -27,6 +31,7 @@ use serde::Deserialize;
 use crate::formats::KeyFormat;
 use crate::formats::registry::SubjectStrategy;
 use crate::publisher::source::{self, DataFormat, KafkaSource, SourceConfig};
+use crate::tables::partition::{DEFAULT_MAX_PARTITIONS, MAX_PARTITIONS_LIMIT, PartitionSpec, Partitioning};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -35,6 +40,10 @@ pub struct Declaration {
     pub flush_interval_mins: toml::Value,
     pub output_tables: Vec<String>,
     pub source: SourceSection,
+    /// The output table's partitioning: columns, or transforms of them.
+    #[serde(default)]
+    pub partition_by: Vec<String>,
+    pub max_partitions_per_batch: Option<toml::Value>,
     /// Only here to say why it is wrong.
     trigger: Option<toml::Value>,
 }
@@ -106,6 +115,8 @@ pub enum DeclarationError {
         "subject_name_strategy = {0:?} names subjects after the record, and the declared JSON Schema has no `title`: give it the title its producers' schema has"
     )]
     NoRecordName(&'static str),
+    #[error("{0}")]
+    Partition(String),
     #[error(transparent)]
     Source(#[from] source::SourceError),
 }
@@ -116,6 +127,7 @@ pub struct Resolved {
     pub name: String,
     pub flush_interval_mins: u64,
     pub source: KafkaSource,
+    pub partitioning: Partitioning,
 }
 
 impl Declaration {
@@ -153,10 +165,13 @@ impl Declaration {
         if untitled(&format) || matches!(&key, KeyFormat::Decoded(k) if untitled(k)) {
             return Err(DeclarationError::NoRecordName(subjects.as_str()));
         }
+        let partition_by = PartitionSpec::parse(&self.partition_by).map_err(DeclarationError::Partition)?;
+        let max_partitions_per_batch = max_partitions(self.max_partitions_per_batch.as_ref(), &partition_by)?;
         let kafka_topic = kafka.topic;
         Ok(Resolved {
             name: self.name,
             flush_interval_mins,
+            partitioning: Partitioning { spec: partition_by, max_per_batch: max_partitions_per_batch },
             source: KafkaSource {
                 dead_letter_topic: kafka.dead_letter_topic,
                 key,
@@ -165,6 +180,22 @@ impl Declaration {
                 ..KafkaSource::new(kafka_topic, format, config)
             },
         })
+    }
+}
+
+/// `max_partitions_per_batch`: a whole number up to [`MAX_PARTITIONS_LIMIT`], for a partitioned table.
+fn max_partitions(given: Option<&toml::Value>, spec: &PartitionSpec) -> Result<usize, DeclarationError> {
+    let Some(given) = given else { return Ok(DEFAULT_MAX_PARTITIONS) };
+    if spec.is_empty() {
+        return Err(DeclarationError::Partition(
+            "max_partitions_per_batch is for a partitioned table: set partition_by too, or remove it".into(),
+        ));
+    }
+    match given.as_integer() {
+        Some(n) if (1..=MAX_PARTITIONS_LIMIT as i64).contains(&n) => Ok(n as usize),
+        _ => Err(DeclarationError::Partition(format!(
+            "max_partitions_per_batch must be a whole number from 1 to {MAX_PARTITIONS_LIMIT}, not {given}"
+        ))),
     }
 }
 
@@ -236,6 +267,17 @@ mod tests {
         assert_eq!((r.name.as_str(), r.flush_interval_mins), ("read_clicks", 5));
         assert_eq!(r.source.config.rollover(5).time.as_secs(), 30);
         assert_eq!(r.source.dead_letter_topic.as_deref(), Some("clicks.dlq"));
+        assert!(r.partitioning.spec.is_empty());
+
+        let text = declaration(
+            "flush_interval_mins = 5\noutput_tables = [\"clicks\"]\npartition_by = [\"country\", \"day(_timestamp)\"]",
+            SCHEMA,
+        );
+        let r = resolve(&text).unwrap();
+        assert_eq!(
+            (r.partitioning.spec.columns(), r.partitioning.max_per_batch),
+            (vec!["country".into(), "_timestamp_day".into()], 100)
+        );
     }
 
     #[test]
@@ -286,6 +328,18 @@ mod tests {
                 "the key schema needs `key_message`",
             ),
             (declaration(ok_top, SCHEMA).replace("\"json\"", "\"xml\""), "unknown variant `xml`"),
+            (
+                declaration(&format!("{ok_top}\npartition_by = [\"week(_timestamp)\"]"), SCHEMA),
+                "partition_by entry \"week(_timestamp)\": no transform `week`",
+            ),
+            (
+                declaration(&format!("{ok_top}\nmax_partitions_per_batch = 10"), SCHEMA),
+                "max_partitions_per_batch is for a partitioned table",
+            ),
+            (
+                declaration(&format!("{ok_top}\npartition_by = [\"id\"]\nmax_partitions_per_batch = 0"), SCHEMA),
+                "max_partitions_per_batch must be a whole number from 1 to 10000, not 0",
+            ),
         ];
         for (text, expected) in cases {
             let err = resolve(&text).unwrap_err().to_string();

@@ -8,6 +8,7 @@ pub mod declaration;
 pub mod source;
 
 use crate::plugin::{Limits, Plugin};
+use crate::tables::partition::Partitioning;
 use declaration::table_name_for_topic;
 use source::{KafkaConnection, KafkaSource, Rollover};
 
@@ -21,6 +22,8 @@ pub struct StreamPublisher {
     pub flush_interval_mins: u64,
     pub plugin: Plugin,
     pub limits: Limits,
+    /// How its output table is partitioned.
+    pub partitioning: Partitioning,
 }
 
 impl StreamPublisher {

@@ -11,6 +11,7 @@ mod collections;
 mod dead_letters;
 mod error;
 mod metrics;
+mod partitioning;
 mod plugins;
 mod publishers;
 mod reprocess;

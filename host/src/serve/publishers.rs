@@ -18,6 +18,7 @@ use super::auth::Caller;
 use super::cluster;
 use super::collections::{self, check_broker};
 use super::error::{ApiError, ApiResult};
+use super::partitioning;
 use super::plugins;
 use super::request::{body, resolve};
 use super::supervisor::WorkerState;
@@ -95,6 +96,7 @@ pub async fn register(
         }
     }
     let digest = plugins::resolve(&app, &tenant, &req.plugin)?;
+    partitioning::check(&app, &collection, &resolved, &digest).await?;
     let topic = resolved.source.topic.clone();
     check_broker(&app, connection.clone(), Some(topic.clone())).await?;
     let cross_checked = match &connection.schema_registry {

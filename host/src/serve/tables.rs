@@ -77,7 +77,9 @@ pub async fn show(
     let snapshot = snapshot(&app, &tenant, &collection, &table, None).await?;
     let location = app.catalog.store().location(&tables::delta::table_dir(&scope, &table));
     let (task_app, task_table) = (app.clone(), table.clone());
+    let partition_by = app.catalog.table_record(&scope, &table)?.map(|r| r.partition_by).unwrap_or_default();
     let log = tokio::task::spawn_blocking(move || tables::delta::lag(&task_app.catalog, &scope, &task_table)).await??;
+    let partitions: std::collections::HashSet<_> = snapshot.files.iter().map(|f| &f.partition_values).collect();
     Ok(Json(json!({
         "table": format!("{collection}/{table}"),
         "format": "delta",
@@ -87,6 +89,9 @@ pub async fn show(
         "log": log,
         "rows": snapshot.rows,
         "files": snapshot.files.len(),
+        "partition_by": partition_by,
+        "partition_columns": tables::partition::columns_of(&partition_by),
+        "partitions": if partition_by.is_empty() { 0 } else { partitions.len() },
     })))
 }
 

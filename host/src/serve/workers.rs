@@ -11,9 +11,10 @@ use super::collections;
 use super::metrics::PublisherLabels;
 use super::plugins;
 use super::request::resolve;
-use crate::catalog::{PublisherRecord, Tenant};
+use crate::catalog::{Collection, PublisherRecord, Tenant};
 use crate::plugin::Limits;
 use crate::publisher::StreamPublisher;
+use crate::publisher::declaration::Resolved;
 
 pub(super) fn labels(record: &PublisherRecord) -> PublisherLabels {
     PublisherLabels {
@@ -33,17 +34,29 @@ fn limits(tenant: &Tenant) -> Limits {
 
 /// Builds a registered publisher's worker input (blocking: loads the plugin).
 pub(super) fn build(app: &App, record: &PublisherRecord) -> anyhow::Result<StreamPublisher> {
-    let tenant = app.catalog.tenant(&record.collection.tenant)?.ok_or_else(|| anyhow::anyhow!("the tenant is gone"))?;
-    let connection = collections::connection(&record.collection).map_err(|e| anyhow::anyhow!(e.message))?.clone();
     let resolved = resolve(&record.declaration).map_err(|e| anyhow::anyhow!(e.message))?;
+    publisher(app, &record.collection, resolved, &record.plugin)
+}
+
+/// A publisher of `collection` declared as `resolved`, with the plugin of
+/// digest `plugin` (blocking: loads the plugin).
+pub(super) fn publisher(
+    app: &App,
+    collection: &Collection,
+    resolved: Resolved,
+    plugin: &str,
+) -> anyhow::Result<StreamPublisher> {
+    let tenant = app.catalog.tenant(&collection.tenant)?.ok_or_else(|| anyhow::anyhow!("the tenant is gone"))?;
+    let connection = collections::connection(collection).map_err(|e| anyhow::anyhow!(e.message))?.clone();
     Ok(StreamPublisher {
-        collection: record.collection.scope(),
+        collection: collection.scope(),
         name: resolved.name,
         connection,
         source: resolved.source,
         flush_interval_mins: resolved.flush_interval_mins,
-        plugin: plugins::load(app, &record.plugin)?,
+        plugin: plugins::load(app, plugin)?,
         limits: limits(&tenant),
+        partitioning: resolved.partitioning,
     })
 }
 

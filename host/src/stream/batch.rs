@@ -258,7 +258,7 @@ impl Batches {
         let t = Instant::now();
         let table = p.output_table();
         let key = file::table_file(&p.collection, &table, p.source_name(), ranges);
-        let sink = stage::TableSink::new(self.node.catalog.store().scratch(&key), key);
+        let sink = stage::TableSink::new(self.node.catalog.store().scratch(&key), key, p.partitioning.clone());
         let published = async {
             // Dead letters the source keeps go out, acknowledged, before any offset past them
             // is committed; the catalog keeps the rest with the batch.
@@ -322,24 +322,26 @@ impl Batches {
             let catalog = self.node.catalog.clone();
             let (collection, publisher, topic) = (p.collection.clone(), self.id.clone(), p.source_name().to_string());
             let (ranges, execution) = (ranges.to_vec(), execution.clone());
+            let partition_by = p.partitioning.spec.clone();
             tokio::task::spawn_blocking(move || -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
                 let written = output.map(stage::TableSink::finish).transpose()?.flatten();
                 if let Some(w) = &written {
                     // The table's log must be able to take the version (other engines write it too).
-                    if let Err(e) = tables::delta::ready(&catalog, &collection, &table, &w.schema) {
-                        let _ = std::fs::remove_file(catalog.store().scratch(&w.file.path));
-                        return Err(e);
-                    }
-                    // Stored before the commit that names it: nothing is committed without its file.
-                    catalog.store().upload(&w.file.path)?;
+                    w.store(&catalog, &collection, &table)?;
                 }
-                let key = written.as_ref().map(|w| w.file.path.clone());
+                let keys: Vec<String> = written.iter().flat_map(|w| &w.files).map(|f| f.path.clone()).collect();
                 let txns = ranges
                     .iter()
                     .map(|r| Txn { app_id: Txn::app_id(&publisher, &topic, r.partition), version: r.last + 1 })
                     .collect();
-                let version =
-                    written.map(|w| NewVersion { table, files: vec![w.file], rows: rows_out, schema: w.schema, txns });
+                let version = written.map(|w| NewVersion {
+                    table,
+                    files: w.files,
+                    rows: rows_out,
+                    schema: w.schema,
+                    txns,
+                    partition_by: partition_by.texts(),
+                });
                 let commit = BatchCommit {
                     collection: &collection,
                     publisher: &publisher,
@@ -351,9 +353,8 @@ impl Batches {
                     rerun: &[],
                 };
                 let committed = catalog.commit(&commit);
-                if let (Err(_), Some(key)) = (&committed, key) {
-                    // Its name is this attempt's alone: nothing else will ever use it.
-                    let _ = catalog.store().delete(&key);
+                if committed.is_err() {
+                    stage::TableFiles::delete(&keys, catalog.store());
                 }
                 Ok(committed)
             })

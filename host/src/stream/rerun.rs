@@ -25,9 +25,10 @@ use crate::formats::RawMessage;
 use crate::plugin::frames::Unframed;
 use crate::plugin::{Declared, Runtime};
 use crate::publisher::StreamPublisher;
-use crate::stream::stage::TableSink;
+use crate::stream::stage::{TableFiles, TableSink};
 use crate::tables;
 use crate::tables::file;
+use crate::tables::partition::PartitionSpec;
 
 /// How long a re-run waits for the schema registry to give the writer
 /// schemas its letters name.
@@ -133,7 +134,7 @@ pub async fn rerun(
     // The plugin, as a batch of these rows would meet it.
     let table = publisher.output_table();
     let key = file::table_file(&publisher.collection, &table, &topic, &ranges);
-    let sink = TableSink::new(catalog.store().scratch(&key), key);
+    let sink = TableSink::new(catalog.store().scratch(&key), key, publisher.partitioning.clone());
     let declared = Declared::new(vec![topic.clone()], vec![table.clone()]);
     let publishing = Instant::now();
     let run = runtime
@@ -161,8 +162,9 @@ pub async fn rerun(
     };
     let (task_catalog, collection, task_table, id) =
         (catalog.clone(), publisher.collection.clone(), table.clone(), id.to_string());
+    let spec = publisher.partitioning.spec.clone();
     let committed = tokio::task::spawn_blocking(move || {
-        commit(&task_catalog, &collection, &task_table, &id, &topic, sink, &execution, &rerun)
+        commit(&task_catalog, &collection, &task_table, &id, &topic, sink, &execution, &rerun, &spec)
     })
     .await
     .expect("committing does not panic")?;
@@ -191,28 +193,26 @@ fn commit(
     sink: TableSink,
     execution: &Execution,
     rerun: &[(i32, i64)],
+    spec: &PartitionSpec,
 ) -> Result<(i64, Option<i64>), RerunError> {
     let written = sink.finish()?;
     if let Some(w) = &written {
-        if let Err(e) = tables::delta::ready(catalog, collection, table, &w.schema) {
-            let _ = std::fs::remove_file(catalog.store().scratch(&w.file.path));
-            return Err(e.into());
-        }
-        catalog.store().upload(&w.file.path)?;
+        w.store(catalog, collection, table)?;
     }
-    let key = written.as_ref().map(|w| w.file.path.clone());
+    let keys: Vec<String> = written.iter().flat_map(|w| &w.files).map(|f| f.path.clone()).collect();
     let version = written.map(|w| NewVersion {
         table: table.to_string(),
-        files: vec![w.file],
+        files: w.files,
         rows: execution.rows_out,
         schema: w.schema,
         txns: vec![],
+        partition_by: spec.texts(),
     });
     let batch =
         BatchCommit { collection, publisher: id, topic, version, ranges: &[], execution, dead_letters: &[], rerun };
     let committed = catalog.commit(&batch);
-    if let (Err(_), Some(key)) = (&committed, key) {
-        let _ = catalog.store().delete(&key);
+    if committed.is_err() {
+        TableFiles::delete(&keys, catalog.store());
     }
     committed.map_err(|e| match e {
         e @ CatalogError::RerunGone { .. } => RerunError::Gone(e),

@@ -1,10 +1,11 @@
 //! Tables: what a table can hold (`types`; `catalog::evolve` says how it may change), its Delta log
 //! (`delta`), and reading committed versions through that log.
 
+use std::collections::HashMap;
 use std::io::Write;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::json::ArrayWriter;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -17,11 +18,13 @@ use crate::store::{Blob, Store};
 pub mod delta;
 
 pub mod file;
+pub mod partition;
 pub mod stats;
 pub mod types;
 pub mod vacuum;
 
 use delta::ReplayError;
+use partition::PartitionValues;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
@@ -57,8 +60,26 @@ pub struct Snapshot {
     /// The Delta version read (it may hold other writers' commits too).
     pub delta_version: i64,
     pub rows: u64,
-    /// Their keys in the store, oldest first.
-    pub files: Vec<String>,
+    /// Oldest first.
+    pub files: Vec<SnapshotFile>,
+    /// The types of the table's partition columns (none: not partitioned).
+    pub partition_types: HashMap<String, DataType>,
+}
+
+/// A file a snapshot reads.
+#[derive(Debug, Clone)]
+pub struct SnapshotFile {
+    /// Its key in the store.
+    pub key: String,
+    /// Its partition's values (a partitioned table's files lack those columns).
+    pub partition_values: PartitionValues,
+}
+
+impl SnapshotFile {
+    /// A file of a table, as the catalog records it.
+    pub fn of(file: &crate::catalog::DataFile) -> Self {
+        Self { key: file.path.clone(), partition_values: file.partition_values.clone() }
+    }
 }
 
 /// The table `collection/table` as of weir's version `version` (default: the
@@ -108,11 +129,36 @@ pub fn snapshot(
             path: file.path.clone(),
         });
     }
+    let metadata = state.head.metadata.as_ref();
+    let partition_columns: Vec<String> = metadata
+        .and_then(|m| m["partitionColumns"].as_array())
+        .map(|p| p.iter().filter_map(|c| c.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    let schema = state.head.schema();
+    let partition_types = partition_columns
+        .iter()
+        .filter_map(|c| {
+            let field = schema.as_ref()?["fields"].as_array()?.iter().find(|f| f["name"] == **c)?;
+            Some((c.clone(), partition::arrow_type(field["type"].as_str()?)?))
+        })
+        .collect();
+    let files = state
+        .files
+        .iter()
+        .map(|f| SnapshotFile {
+            key: format!("{dir}/{}", f.path),
+            partition_values: partition_columns
+                .iter()
+                .map(|c| (c.clone(), f.add["partitionValues"][c].as_str().map(str::to_string)))
+                .collect(),
+        })
+        .collect();
     Ok(Snapshot {
         version: catalog.version_at(collection, table, state.version())?.unwrap_or(0),
         delta_version: state.version(),
         rows: state.files.iter().map(|f| f.rows).sum(),
-        files: state.files.iter().map(|f| format!("{dir}/{}", f.path)).collect(),
+        files,
+        partition_types,
     })
 }
 
@@ -125,16 +171,26 @@ fn open(store: &Store, key: &str) -> Result<ParquetRecordBatchReaderBuilder<Blob
     ParquetRecordBatchReaderBuilder::try_new(blob).map_err(|e| read_error(key, e))
 }
 
-/// Every batch of the snapshot, file after file.
+/// Every batch of the snapshot, file after file (with its partition's columns).
 fn batches<'a>(store: &'a Store, snapshot: &'a Snapshot) -> impl Iterator<Item = Result<RecordBatch, TableError>> + 'a {
-    snapshot.files.iter().flat_map(move |path| {
+    snapshot.files.iter().flat_map(move |file| {
+        let path = &file.key;
         let batches: Box<dyn Iterator<Item = _>> =
             match open(store, path).and_then(|b| b.build().map_err(|e| read_error(path, e))) {
-                Ok(reader) => Box::new(reader.map(move |b| b.map_err(|e| read_error(path, e)).map(utc_offsets))),
+                Ok(reader) => Box::new(reader.map(move |b| {
+                    let b = b.map_err(|e| read_error(path, e))?;
+                    with_partition(snapshot, file, b).map(utc_offsets)
+                })),
                 Err(e) => Box::new(std::iter::once(Err(e))),
             };
         batches
     })
+}
+
+/// `batch`, read from `file`, with the columns of its partition.
+fn with_partition(snapshot: &Snapshot, file: &SnapshotFile, batch: RecordBatch) -> Result<RecordBatch, TableError> {
+    let types = |c: &str| snapshot.partition_types.get(c).cloned();
+    partition::with_values(batch, &file.partition_values, &types).map_err(|e| read_error(&file.key, format!("{e:#}")))
 }
 
 /// `batch` with its timestamps' zones as UTC offsets. A Delta `timestamp` is
@@ -170,8 +226,8 @@ fn utc_offsets(batch: RecordBatch) -> RecordBatch {
 /// versions before it).
 pub fn schema(store: &Store, snapshot: &Snapshot) -> Result<SchemaRef, TableError> {
     let newest = snapshot.files.last().ok_or_else(|| TableError::Write("the version has no files".into()))?;
-    let schema = open(store, newest)?.schema().clone();
-    Ok(utc_offsets(RecordBatch::new_empty(schema)).schema())
+    let schema = open(store, &newest.key)?.schema().clone();
+    Ok(utc_offsets(with_partition(snapshot, newest, RecordBatch::new_empty(schema))?).schema())
 }
 
 /// The snapshot's first `limit` rows, as JSON objects.
@@ -249,8 +305,9 @@ pub(crate) fn export_schema(store: &Store, snapshot: &Snapshot) -> Result<Schema
     let newest = schema(store, snapshot)?;
     let mut missing = std::collections::HashSet::new();
     for path in &snapshot.files {
-        let file = open(store, path)?;
-        let names: Vec<&str> = file.schema().fields().iter().map(|f| f.name().as_str()).collect();
+        let file = open(store, &path.key)?;
+        let partition = path.partition_values.iter().map(|(c, _)| c.as_str());
+        let names: Vec<&str> = file.schema().fields().iter().map(|f| f.name().as_str()).chain(partition).collect();
         missing
             .extend(newest.fields().iter().filter(|f| !names.contains(&f.name().as_str())).map(|f| f.name().clone()));
     }

@@ -13,6 +13,7 @@
 //! weir compacts only its own files (others' are theirs to compact).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -21,9 +22,9 @@ use serde::Serialize;
 use crate::catalog::{Catalog, DataFile};
 use crate::store::Store;
 use crate::tables::file::{Kind, ParquetFile, table_file};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 
-use crate::tables::{self, Snapshot, delta, export_schema, read_batches};
+use crate::tables::{self, Snapshot, SnapshotFile, delta, export_schema, partition, read_batches};
 
 /// A file this size or larger is left as it is.
 const SMALL_FILE_BYTES: u64 = 64 << 20;
@@ -85,7 +86,10 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
             .flat_map(|v| &v.removed)
             .filter_map(|f| f.path.strip_prefix(&format!("{dir}/")).map(str::to_string)),
     );
-    for entry in store.list(&dir)? {
+    for entry in store.list_tree(&dir)? {
+        if entry.name.starts_with("_delta_log/") {
+            continue;
+        }
         let old = entry.modified.elapsed().unwrap_or_default() >= ORPHAN_AGE;
         if !entry.name.ends_with(".parquet") || needed.contains(&entry.name) || !(old || removed.contains(&entry.name))
         {
@@ -110,18 +114,40 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
         return Ok(done);
     }
     // Every compacted file has all the table's columns (nulls where its rows
-    // predate one), so the newest file still names every column.
-    let columns = export_schema(store, &tables::snapshot(catalog, collection, table, None)?)?;
-    let mut groups: Vec<Vec<DataFile>> = vec![Vec::new()];
-    let mut bytes = 0;
+    // predate one), so the newest file still names every column; but those
+    // of its partition, which its partition's values give.
+    let snapshot = tables::snapshot(catalog, collection, table, None)?;
+    let columns = export_schema(store, &snapshot)?;
+    let columns = Arc::new(Schema::new_with_metadata(
+        columns
+            .fields()
+            .iter()
+            .filter(|f| !snapshot.partition_types.contains_key(f.name()))
+            .cloned()
+            .collect::<Vec<_>>(),
+        columns.metadata().clone(),
+    ));
+    // Files of one partition are compacted together, into that partition.
+    let mut by_partition: Vec<Vec<DataFile>> = Vec::new();
     for file in small {
-        let size = file.size;
-        if bytes + size > COMPACTED_FILE_BYTES && !groups.last().expect("a group").is_empty() {
-            groups.push(Vec::new());
-            bytes = 0;
+        match by_partition.iter_mut().find(|p| p[0].partition_values == file.partition_values) {
+            Some(partition) => partition.push(file),
+            None => by_partition.push(vec![file]),
         }
-        bytes += size;
-        groups.last_mut().expect("a group").push(file);
+    }
+    let mut groups: Vec<Vec<DataFile>> = Vec::new();
+    for partition in by_partition {
+        let mut bytes = 0;
+        groups.push(Vec::new());
+        for file in partition {
+            let size = file.size;
+            if bytes + size > COMPACTED_FILE_BYTES && !groups.last().expect("a group").is_empty() {
+                groups.push(Vec::new());
+                bytes = 0;
+            }
+            bytes += size;
+            groups.last_mut().expect("a group").push(file);
+        }
     }
     let groups: Vec<Vec<DataFile>> = groups.into_iter().filter(|g| g.len() > 1).collect();
     let mut added = Vec::new();
@@ -154,13 +180,16 @@ fn compact(
     files: &[DataFile],
     schema: &SchemaRef,
 ) -> anyhow::Result<DataFile> {
+    // Read as they are, without their partition's columns, which the compacted file lacks as well.
     let snapshot = Snapshot {
         version: 0,
         delta_version: 0,
         rows: files.iter().map(|f| f.rows).sum(),
-        files: files.iter().map(|f| f.path.clone()).collect(),
+        files: files.iter().map(|f| SnapshotFile { key: f.path.clone(), partition_values: Vec::new() }).collect(),
+        partition_types: Default::default(),
     };
-    let key = table_file(collection, table, "compacted", &[]);
+    let values = files[0].partition_values.clone();
+    let key = partition::file_key(&table_file(collection, table, "compacted", &[]), &values);
     let mut out = ParquetFile::create(&store.scratch(&key), schema, Kind::Table)?;
     let mut rows = 0;
     for batch in read_batches(store, &snapshot, schema) {
@@ -171,5 +200,5 @@ fn compact(
     let footer = out.finish()?;
     let size = store.upload(&key)?;
     let stats = crate::tables::stats::delta_stats(&footer, schema);
-    Ok(DataFile { path: key, size, rows, stats: Some(stats) })
+    Ok(DataFile { path: key, size, rows, stats: Some(stats), partition_values: values })
 }

@@ -70,8 +70,13 @@ fn enforced(field: &Value) -> Option<&'static str> {
 /// Can weir write into the table as its head has it? Checks the protocol
 /// (each writer feature), the metadata's constraints and partitioning, and
 /// that the table still has each of `columns` (weir's, as a Delta schema)
-/// with the same type.
-pub fn writable(table: &str, head: &Head, columns: Option<&Value>) -> Result<(), Blocked> {
+/// with the same type, and is partitioned by `partition_columns` as weir writes it.
+pub fn writable(
+    table: &str,
+    head: &Head,
+    columns: Option<&Value>,
+    partition_columns: &[String],
+) -> Result<(), Blocked> {
     if let Some(protocol) = &head.protocol {
         let by = head.protocol_by.as_ref();
         let writer_version = protocol["minWriterVersion"].as_i64().unwrap_or(0);
@@ -106,14 +111,22 @@ pub fn writable(table: &str, head: &Head, columns: Option<&Value>) -> Result<(),
     }
     let Some(metadata) = &head.metadata else { return Ok(()) };
     let by = head.metadata_by.as_ref();
-    let partitioned = metadata["partitionColumns"].as_array().is_some_and(|p| !p.is_empty());
-    if partitioned {
-        return Err(blocked(
-            table,
-            by,
-            format!("partitioned the table by {}", metadata["partitionColumns"]),
-            "Write the table unpartitioned again (weir writes unpartitioned tables)",
-        ));
+    let partitioned: Vec<&str> = metadata["partitionColumns"]
+        .as_array()
+        .map(|p| p.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if partitioned != partition_columns {
+        let what = match partitioned.is_empty() {
+            true => "unpartitioned the table".to_string(),
+            false => format!("partitioned the table by {}", metadata["partitionColumns"]),
+        };
+        let todo = match partition_columns.is_empty() {
+            true => "Write the table unpartitioned again (its publisher declares no partition_by)".to_string(),
+            false => format!(
+                "Write the table partitioned by {partition_columns:?} again, as its publisher's partition_by declares"
+            ),
+        };
+        return Err(blocked(table, by, what, &todo));
     }
     let configuration = metadata["configuration"].as_object();
     if let Some(key) = configuration.and_then(|c| c.keys().find(|k| k.starts_with("delta.constraints."))) {
@@ -259,17 +272,20 @@ mod tests {
         let ours = schema(&[("id", "long")]);
         let theirs = schema(&[("id", "long"), ("note", "string")]);
         let h = head(plain(), theirs, json!({"delta.logRetentionDuration": "interval 30 days"}));
-        assert_eq!(writable("events/t", &h, Some(&ours)), Ok(()));
+        assert_eq!(writable("events/t", &h, Some(&ours), &[]), Ok(()));
         let features = json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["timestampNtz"],
                               "writerFeatures": ["timestampNtz", "appendOnly", "changeDataFeed"]});
-        assert_eq!(writable("events/t", &head(features, schema(&[("id", "long")]), json!({})), Some(&ours)), Ok(()));
+        assert_eq!(
+            writable("events/t", &head(features, schema(&[("id", "long")]), json!({})), Some(&ours), &[]),
+            Ok(())
+        );
     }
 
     #[test]
     fn a_feature_weir_does_not_implement_blocks_naming_version_writer_and_what_to_do() {
         let features = json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
                               "writerFeatures": ["deletionVectors"]});
-        let err = writable("events/t", &head(features, schema(&[("id", "long")]), json!({})), None).unwrap_err();
+        let err = writable("events/t", &head(features, schema(&[("id", "long")]), json!({})), None, &[]).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("Delta version 11, written by delta-rs.0.28 (OPTIMIZE)"), "{text}");
         assert!(text.contains("writer feature deletionVectors"), "{text}");
@@ -279,18 +295,23 @@ mod tests {
     #[test]
     fn a_dropped_or_retyped_column_blocks_and_so_do_constraints_mapping_and_partitions() {
         let ours = schema(&[("id", "long"), ("name", "string")]);
-        let dropped = writable("t", &head(plain(), schema(&[("id", "long")]), json!({})), Some(&ours));
+        let dropped = writable("t", &head(plain(), schema(&[("id", "long")]), json!({})), Some(&ours), &[]);
         assert!(dropped.unwrap_err().what.contains("dropped (or renamed) the column `name`"));
         let retyped =
-            writable("t", &head(plain(), schema(&[("id", "string"), ("name", "string")]), json!({})), Some(&ours));
+            writable("t", &head(plain(), schema(&[("id", "string"), ("name", "string")]), json!({})), Some(&ours), &[]);
         assert!(retyped.unwrap_err().what.contains("changed the column `id` to \"string\""));
         let constraint = head(plain(), ours.clone(), json!({"delta.constraints.positive": "id > 0"}));
-        assert!(writable("t", &constraint, None).unwrap_err().what.contains("check constraint `positive`"));
+        assert!(writable("t", &constraint, None, &[]).unwrap_err().what.contains("check constraint `positive`"));
         let mapping = head(plain(), ours.clone(), json!({"delta.columnMapping.mode": "name"}));
-        assert!(writable("t", &mapping, None).unwrap_err().what.contains("column mapping"));
+        assert!(writable("t", &mapping, None, &[]).unwrap_err().what.contains("column mapping"));
         let mut partitioned = head(plain(), ours, json!({}));
         partitioned.metadata.as_mut().unwrap()["partitionColumns"] = json!(["id"]);
-        assert!(writable("t", &partitioned, None).unwrap_err().what.contains("partitioned"));
+        assert!(writable("t", &partitioned, None, &[]).unwrap_err().what.contains("partitioned"));
+        // Partitioned as weir writes it, it is writable; unpartitioned under a partitioned publisher, it is not.
+        assert_eq!(writable("t", &partitioned, None, &["id".to_string()]), Ok(()));
+        let plain_head = head(plain(), schema(&[("id", "long")]), json!({}));
+        let err = writable("t", &plain_head, None, &["id".to_string()]).unwrap_err();
+        assert!(err.what.contains("unpartitioned the table") && err.todo.contains("partitioned by [\"id\"]"), "{err}");
     }
 
     #[test]

@@ -220,6 +220,19 @@ fn path_of(action: &Value) -> String {
     decode_path(action["path"].as_str().unwrap_or_default())
 }
 
+/// A path (relative to the table) as the log writes it: a URI's path, each
+/// byte outside its unreserved characters (and `/`, `=`) as `%XX`.
+pub fn encode_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' | b'=' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
 /// A path as the log writes it, decoded.
 pub fn decode_path(path: &str) -> String {
     if !path.contains('%') {
@@ -319,6 +332,9 @@ mod tests {
         assert_eq!(decode_path("part-0001%20a%3Ab.parquet"), "part-0001 a:b.parquet");
         assert_eq!(decode_path("plain.parquet"), "plain.parquet");
         assert_eq!(decode_path("odd%2"), "odd%2");
+        let hive = "country=a%2Fb %C3%B1/part-1.parquet";
+        assert_eq!(encode_path(hive), "country=a%252Fb%20%25C3%25B1/part-1.parquet");
+        assert_eq!(decode_path(&encode_path(hive)), hive);
     }
 
     #[test]

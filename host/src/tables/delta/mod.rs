@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use crate::catalog::{Catalog, DataFile, TableRecord, TableVersion, now_ms};
 use crate::files::Created;
 use crate::store::Store;
+use crate::tables::partition;
 use crate::tables::types::{TableTypes, delta_schema, has_timestamp_ntz};
 
 mod checkpoint;
@@ -47,6 +48,10 @@ pub const CHECKPOINT_INTERVAL: i64 = 100;
 pub const UNLOGGED_BOUND: usize = 3;
 
 const ENGINE: &str = concat!("weir/", env!("CARGO_PKG_VERSION"));
+
+/// The metadata's configuration key holding a partitioned table's
+/// `partition_by` (a JSON list): Delta names only the partition columns.
+pub const PARTITION_BY_KEY: &str = "weir.partitionBy";
 
 pub use crate::tables::file::table_dir;
 
@@ -169,7 +174,7 @@ pub fn ready(catalog: &Catalog, collection: &str, table: &str, columns: &Value) 
             return Ok(Some(e));
         }
         if let Some(head) = head {
-            follow::writable(&log.name, head, known.as_ref())?;
+            follow::writable(&log.name, head, known.as_ref(), &log.partition_columns())?;
             follow::merge_schema(&log.name, head, &new)?;
         }
         Ok(None)
@@ -345,7 +350,7 @@ impl TableLog<'_> {
                 }
                 continue;
             }
-            follow::writable(&self.name, head, columns)?;
+            follow::writable(&self.name, head, columns, &self.partition_columns())?;
             let actions = self.version_actions(v, head)?;
             let at = head.version + 1;
             match self.create(at, &actions)? {
@@ -380,14 +385,24 @@ impl TableLog<'_> {
         }
     }
 
+    /// The table's partition columns, outermost first (none: not partitioned).
+    fn partition_columns(&self) -> Vec<String> {
+        partition::columns_of(&self.record.partition_by)
+    }
+
     fn metadata(&self, schema: &Value) -> Value {
+        // The entries' words, for readers that want the transforms behind the derived columns.
+        let configuration = match self.record.partition_by.is_empty() {
+            true => json!({}),
+            false => json!({ PARTITION_BY_KEY: serde_json::to_string(&self.record.partition_by).expect("json") }),
+        };
         json!({
             "id": self.record.delta_id,
             "name": self.name,
             "format": { "provider": "parquet", "options": {} },
             "schemaString": schema.to_string(),
-            "partitionColumns": [],
-            "configuration": {},
+            "partitionColumns": self.partition_columns(),
+            "configuration": configuration,
             "createdTime": self.record.created_at_ms,
         })
     }
@@ -482,11 +497,11 @@ impl TableLog<'_> {
                 continue;
             }
             actions.push(json!({ "remove": {
-                "path": path,
+                "path": log::encode_path(&path),
                 "deletionTimestamp": v.created_at_ms,
                 "dataChange": reprocess,
                 "extendedFileMetadata": true,
-                "partitionValues": {},
+                "partitionValues": partition_values(file),
                 "size": file.size,
             } }));
         }
@@ -526,13 +541,18 @@ fn relative(dir: &str, file: &DataFile) -> anyhow::Result<String> {
 fn add(dir: &str, file: &DataFile, at_ms: i64, data_change: bool) -> anyhow::Result<Value> {
     let stats = file.stats.clone().unwrap_or_else(|| json!({ "numRecords": file.rows }).to_string());
     Ok(json!({
-        "path": relative(dir, file)?,
-        "partitionValues": {},
+        "path": log::encode_path(&relative(dir, file)?),
+        "partitionValues": partition_values(file),
         "size": file.size,
         "modificationTime": at_ms,
         "dataChange": data_change,
         "stats": stats,
     }))
+}
+
+/// A file's `partitionValues`: each partition column's value as text, or null.
+fn partition_values(file: &DataFile) -> Value {
+    Value::Object(file.partition_values.iter().map(|(column, value)| (column.clone(), json!(value))).collect())
 }
 
 fn lines(actions: &[Value]) -> Vec<u8> {
