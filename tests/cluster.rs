@@ -309,6 +309,46 @@ fn a_storage_outage_holds_batches_back_and_loses_nothing() {
     assert_eq!(read["versions"][latest.to_string()]["polars"]["keys"], json!(expected));
 }
 
+/// A partitioned table in a bucket: its partition directories hold Hive's
+/// escapes (`url=%2Fdocs`), which the objects' names keep as they are, so
+/// the engines find each file where the log (URL-encoded) names it.
+#[test]
+fn a_partitioned_table_in_a_bucket_is_read_by_other_engines_from_its_partitions() {
+    let postgres = Postgres::shared();
+    let s3 = S3::start("weir-partitioned");
+    let cluster = Shared::new(postgres, "cluster_partitioned", &s3, "partitioned");
+    let broker = broker();
+    let bootstrap = broker.bootstrap_servers();
+    let a = cluster.node("a");
+    let token = a.tenant("acme", json!({}));
+    a.cli_ok(&token, &["collection", "create", "events", "--bootstrap-servers", bootstrap]);
+    let declaration = common::serve::declaration(cluster.dir.path(), common::serve::QUICK);
+    let text = std::fs::read_to_string(&declaration)
+        .unwrap()
+        .replace("output_tables = [\"clicks\"]", "output_tables = [\"clicks\"]\npartition_by = [\"url\", \"day(ts)\"]");
+    std::fs::write(&declaration, text).unwrap();
+    let plugin = common::serve::plugin_path();
+    a.cli_ok(&token, &["publisher", "register", "events", declaration.to_str().unwrap(), "--plugin", &plugin]);
+    let values: Vec<String> = (0..100)
+        .map(|i| {
+            let url = ["/docs", "/a b?c"][i % 2];
+            json!({"event_id": format!("evt-{i}"), "user_id": i, "url": url, "ts": "2026-11-29T10:00:00Z"}).to_string()
+        })
+        .collect();
+    block_on(produce(bootstrap, "clicks", &values));
+    a.wait_for_rows(&token, "events", "clicks", 100);
+
+    let show = a.cli_json(&token, &["table", "show", "events/clicks"]);
+    assert_eq!((&show["partition_by"], &show["partitions"]), (&json!(["url", "day(ts)"]), &json!(2)), "{show}");
+    let (location, latest) = (show["location"].as_str().unwrap(), show["version"].as_i64().unwrap());
+    let read = delta_py_with(&["read", location, "--key", "event_id"], &s3.direct_env());
+    let mut expected: Vec<String> = (0..100).map(|i| format!("evt-{i}")).collect();
+    expected.sort();
+    for reader in ["polars", "deltalake"] {
+        assert_eq!(read["versions"][latest.to_string()][reader]["keys"], json!(expected), "{reader}");
+    }
+}
+
 #[test]
 fn two_nodes_and_another_engines_compactions_on_one_bucket_keep_every_row_once() {
     const PARTITIONS: i64 = 4;

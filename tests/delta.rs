@@ -424,7 +424,10 @@ async fn a_partitioned_table_is_a_file_per_partition_that_every_engine_reads_pru
     // 3 countries (null one) × 3 days × 3 pages, each its own file in each batch of 60.
     assert_eq!(versions[0].files.len(), 27);
     let root = table_root(h.dir.path(), "events", "clicks");
-    assert!(root.join("country=DE/ts_day=2026-11-28/url=%2Fa b%3Fc%3Dd").is_dir(), "Hive-style, escaped as Hive does");
+    assert!(
+        root.join("country=DE/ts_day=2026-11-28/url=%2Fa%20b%3Fc%3Dd").is_dir(),
+        "Hive-style, escaped as delta-rs does"
+    );
     assert!(root.join("country=__HIVE_DEFAULT_PARTITION__/ts_day=2026-11-30/url=%2F").is_dir());
 
     let read = delta_py(&["partitions", root.to_str().unwrap(), "--columns", PARTITION_COLUMNS]);

@@ -425,7 +425,7 @@ impl Bucket {
     }
 
     /// A key's object path, its segments as they are: a partition's
-    /// directory holds Hive's `%XX` escapes, which the object's name must keep
+    /// directory holds `%XX` escapes, which the object's name must keep
     /// (as the Delta log names it, once its path is decoded).
     fn path(&self, key: &str) -> ObjectPath {
         let part = |p| PathPart::parse(p).unwrap_or_else(|_| PathPart::from(p));

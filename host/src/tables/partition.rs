@@ -426,7 +426,7 @@ fn value_text(column: &ArrayRef, row: usize) -> Option<String> {
 }
 
 /// The partition's directory under the table's: `col=value/…`, each value
-/// escaped as Hive and Spark escape it.
+/// escaped as delta-rs escapes it.
 pub fn directory(values: &PartitionValues) -> String {
     values
         .iter()
@@ -447,17 +447,11 @@ pub fn file_key(key: &str, values: &PartitionValues) -> String {
     format!("{table}/{}/{name}", directory(values))
 }
 
-/// Hive's escaping of a path segment: `%XX` for what a path or a `col=value` pair cannot hold.
+/// A partition directory's column or value, escaped as delta-rs escapes it:
+/// each byte but a URL's unreserved characters as `%XX` (a superset of
+/// Hive's escapes, and a name every object store keeps as it is).
 fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_ascii_control() || "\"#%'*/:=?\\{[]^".contains(c) {
-            out.push_str(&format!("%{:02X}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    super::delta::log::percent_encode(text, b"")
 }
 
 /// `batch`, read from a file of a partition, with the partition's columns

@@ -223,10 +223,16 @@ fn path_of(action: &Value) -> String {
 /// A path (relative to the table) as the log writes it: a URI's path, each
 /// byte outside its unreserved characters (and `/`, `=`) as `%XX`.
 pub fn encode_path(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    for b in path.bytes() {
+    percent_encode(path, b"/=")
+}
+
+/// `text` with each byte but a URL's unreserved characters (and `keep`) as `%XX`.
+pub fn percent_encode(text: &str, keep: &[u8]) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' | b'=' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => out.push(b as char),
+            b if keep.contains(&b) => out.push(b as char),
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }
@@ -332,8 +338,8 @@ mod tests {
         assert_eq!(decode_path("part-0001%20a%3Ab.parquet"), "part-0001 a:b.parquet");
         assert_eq!(decode_path("plain.parquet"), "plain.parquet");
         assert_eq!(decode_path("odd%2"), "odd%2");
-        let hive = "country=a%2Fb %C3%B1/part-1.parquet";
-        assert_eq!(encode_path(hive), "country=a%252Fb%20%25C3%25B1/part-1.parquet");
+        let hive = "country=a%2Fb%20%C3%B1/part-1.parquet";
+        assert_eq!(encode_path(hive), "country=a%252Fb%2520%25C3%25B1/part-1.parquet");
         assert_eq!(decode_path(&encode_path(hive)), hive);
     }
 
