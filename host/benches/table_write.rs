@@ -3,8 +3,11 @@
 //! the file's size, and how long DuckDB takes to scan it; then the CPU of
 //! weir's own writer on one-row files, as a burst of one message to each of
 //! many publishers writes them (two at a time).
+//! Then weir's table writer over the same events, unpartitioned and under
+//! several `partition_by`s: the CPU a message and the files it makes.
 //! `cargo bench -p weir --bench table_write` (needs `python3 -c 'import duckdb'`,
-//! which `scripts/setup.sh` installs); `-- --one-row` for the one-row files only.
+//! which `scripts/setup.sh` installs); `-- --one-row` for the one-row files
+//! only, `-- --partitioned` for the partitioned writes only.
 
 use std::path::Path;
 use std::process::Command;
@@ -32,6 +35,9 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     if std::env::args().any(|a| a == "--one-row") {
         return one_row(dir.path(), &rows[0]);
+    }
+    if std::env::args().any(|a| a == "--partitioned") {
+        return partitioned(dir.path(), &rows);
     }
     let settings: Vec<(&str, WriterProperties)> = vec![
         ("zstd(3), dictionary (parquet's default)", props(Compression::ZSTD(ZstdLevel::default()), true, None)),
@@ -61,6 +67,42 @@ fn main() {
     }
     println!();
     one_row(dir.path(), &rows[0]);
+    println!();
+    partitioned(dir.path(), &rows);
+}
+
+/// weir's writer (`TableSink`, as a batch writes its table) over every event,
+/// in one batch, under each partitioning: the process's CPU a message
+/// (median of three) and the files written.
+fn partitioned(dir: &Path, rows: &[RecordBatch]) {
+    use weir::plugin::OutputSink;
+    use weir::plugin::frames::Frame;
+    use weir::stream::stage::TableSink;
+    use weir::tables::partition::{PartitionSpec, Partitioning};
+    let specs: [&[&str]; 5] =
+        [&[], &["country"], &["country", "device"], &["bucket(16, user_id)"], &["country", "bucket(16, user_id)"]];
+    let me = std::process::id();
+    let cpu = || common::cpu_of(me).unwrap().as_secs_f64();
+    println!("weir's table writer, {MESSAGES} click events in one batch");
+    println!("{:<44} {:>12} {:>10}", "partition_by", "CPU µs/msg", "files");
+    for (i, spec) in specs.into_iter().enumerate() {
+        let entries: Vec<String> = spec.iter().map(|e| e.to_string()).collect();
+        let partitioning = Partitioning { spec: PartitionSpec::parse(&entries).unwrap(), max_per_batch: 10_000 };
+        let mut runs: Vec<(f64, usize)> = (0..3)
+            .map(|run| {
+                let key = format!("tables/c/t{i}-{run}/part.parquet");
+                let before = cpu();
+                let mut sink = TableSink::new(dir.join(&key), key, partitioning.clone());
+                sink.write("t", Frame { schema: rows[0].schema(), batches: rows.to_vec() }).unwrap();
+                let files = sink.finish().unwrap().unwrap().files.len();
+                ((cpu() - before) * 1e6 / MESSAGES as f64, files)
+            })
+            .collect();
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (per_message, files) = runs[1];
+        let name = if spec.is_empty() { "none".to_string() } else { format!("{spec:?}") };
+        println!("{name:<44} {per_message:>12.3} {files:>10}");
+    }
 }
 
 fn one_row(dir: &Path, rows: &RecordBatch) {
