@@ -120,7 +120,8 @@ def write(table, action, args):
             if attempt == 9:
                 raise
             time.sleep(0.2)
-    t = deltalake.DeltaTable(table, storage_options=storage_options(table))
+    # The version this action committed (the table object moved to it), not
+    # the latest: weir may have committed after it already.
     json.dump({"version": t.version()}, sys.stdout)
 
 
