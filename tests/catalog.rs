@@ -109,6 +109,7 @@ fn version(file: &str, rows: u64, columns: &[&str]) -> NewVersion {
         schema: schema(columns),
         txns: vec![Txn { app_id: "p-t-0".into(), version: rows as i64 }],
         partition_by: vec![],
+        iceberg: None,
     }
 }
 

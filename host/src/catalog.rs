@@ -29,6 +29,7 @@ mod dead_letters;
 pub mod evolve;
 mod executions;
 mod group_commit;
+mod iceberg;
 mod migrations;
 mod nodes;
 mod plugins;
@@ -38,6 +39,7 @@ mod versions;
 pub use control::{Collection, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
 use db::{Db, Sql, args};
 pub use dead_letters::DeadLetterFilter;
+pub use iceberg::{CATALOG_NAME, IcebergCommit, namespace as iceberg_namespace};
 pub use nodes::NodeRecord;
 pub use plugins::{ModuleFacts, PluginModule, valid_plugin_name};
 pub use sealed::Rotation;
@@ -79,6 +81,10 @@ pub enum CatalogError {
         partitioned(batch_has)
     )]
     Partitioning { table: String, table_has: Vec<String>, batch_has: Vec<String> },
+    /// The table's Iceberg metadata moved on since this commit's was made from
+    /// it (another node committed): made again from the new one, it commits.
+    #[error("Iceberg table `{table}` moved on while this commit was made; it is made again")]
+    IcebergMoved { table: String },
 }
 
 /// The offsets of one partition a batch covers.
@@ -105,6 +111,8 @@ pub struct NewVersion {
     pub txns: Vec<Txn>,
     /// The table's partitioning (`tables::partition`), set by its first version.
     pub partition_by: Vec<String>,
+    /// Its Iceberg metadata, made for this version (an Iceberg table): current once it commits.
+    pub iceberg: Option<IcebergCommit>,
 }
 
 /// One data file of a table version.
@@ -464,6 +472,12 @@ impl Catalog {
                     ],
                 )?;
                 tx.execute("UPDATE executions SET table_version = ?1 WHERE id = ?2", args![next, execution_id])?;
+                if let Some(iceberg) = &version.iceberg {
+                    if iceberg.version != next {
+                        return Err(CatalogError::IcebergMoved { table: version.table.clone() });
+                    }
+                    iceberg::move_pointer(tx, table_id, iceberg)?;
+                }
                 version_number = Some(next);
             }
             for dead in batch.dead_letters {

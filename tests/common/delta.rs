@@ -59,6 +59,7 @@ pub fn commit_version(
         schema: written.schema,
         txns: vec![Txn { app_id: "events/p/topic/0".into(), version: ids.end }],
         partition_by: vec![],
+        iceberg: None,
     };
     let committed = catalog.commit(&BatchCommit {
         collection: "events",

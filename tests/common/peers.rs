@@ -80,6 +80,12 @@ pub fn delta_py_with<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, String
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("delta.py printed no JSON ({e}):\n{out}"))
 }
 
+/// Runs `tests/peers/iceberg.py` (pyiceberg's SqlCatalog on weir's catalog database, and Polars) with `args`.
+pub fn iceberg_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
+    let out = peer("iceberg.py", args, &[]);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("iceberg.py printed no JSON ({e}):\n{out}"))
+}
+
 fn peer<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S], env: &[(&str, String)]) -> String {
     let out = Command::new("python3")
         .arg(test_file(&format!("peers/{script}")))

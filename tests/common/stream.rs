@@ -164,6 +164,7 @@ pub fn publisher_with(
         plugin: runtime.load(&super::guest(plugin)).expect("plugin"),
         limits: Limits::default(),
         partitioning: Default::default(),
+        table_format: Default::default(),
     }
 }
 

@@ -179,4 +179,6 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sqlite: "ALTER TABLE tables ADD COLUMN partition_by TEXT;",
         postgres: "ALTER TABLE tables ADD COLUMN partition_by TEXT;",
     },
+    // 10: the Iceberg SQL catalog's tables, and each version's manifests.
+    super::iceberg::ICEBERG_MIGRATION,
 ];

@@ -147,6 +147,7 @@ async fn demo(args: Args) -> anyhow::Result<()> {
         plugin,
         limits: Limits::default(),
         partitioning: Default::default(),
+        table_format: Default::default(),
     };
     let rollover = publisher.rollover();
     println!(

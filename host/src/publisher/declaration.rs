@@ -18,7 +18,9 @@
 //!
 //! A table may be partitioned (`tables::partition`), outermost first:
 //! `partition_by = ["country", "day(_timestamp)"]`, with at most
-//! `max_partitions_per_batch` partition values a batch (100 unless set).
+//! `max_partitions_per_batch` partition values a batch (100 unless set);
+//! `table_format = "iceberg"` writes Iceberg metadata beside its Delta log
+//! (`tables::iceberg`).
 //!
 //! Parsed in two stages: the words (unknown keys are errors), then resolved
 //! into a [`KafkaSource`] with every value checked.
@@ -31,6 +33,7 @@ use serde::Deserialize;
 use crate::formats::KeyFormat;
 use crate::formats::registry::SubjectStrategy;
 use crate::publisher::source::{self, DataFormat, KafkaSource, SourceConfig};
+use crate::tables::TableFormat;
 use crate::tables::partition::{DEFAULT_MAX_PARTITIONS, MAX_PARTITIONS_LIMIT, PartitionSpec, Partitioning};
 
 #[derive(Debug, Deserialize)]
@@ -44,6 +47,8 @@ pub struct Declaration {
     #[serde(default)]
     pub partition_by: Vec<String>,
     pub max_partitions_per_batch: Option<toml::Value>,
+    /// `"delta"` (the default) or `"iceberg"`.
+    pub table_format: Option<String>,
     /// Only here to say why it is wrong.
     trigger: Option<toml::Value>,
 }
@@ -117,6 +122,8 @@ pub enum DeclarationError {
     NoRecordName(&'static str),
     #[error("{0}")]
     Partition(String),
+    #[error("{0}")]
+    TableFormat(String),
     #[error(transparent)]
     Source(#[from] source::SourceError),
 }
@@ -128,6 +135,7 @@ pub struct Resolved {
     pub flush_interval_mins: u64,
     pub source: KafkaSource,
     pub partitioning: Partitioning,
+    pub table_format: TableFormat,
 }
 
 impl Declaration {
@@ -167,11 +175,16 @@ impl Declaration {
         }
         let partition_by = PartitionSpec::parse(&self.partition_by).map_err(DeclarationError::Partition)?;
         let max_partitions_per_batch = max_partitions(self.max_partitions_per_batch.as_ref(), &partition_by)?;
+        let table_format = match &self.table_format {
+            Some(text) => TableFormat::parse(text).map_err(DeclarationError::TableFormat)?,
+            None => TableFormat::default(),
+        };
         let kafka_topic = kafka.topic;
         Ok(Resolved {
             name: self.name,
             flush_interval_mins,
             partitioning: Partitioning { spec: partition_by, max_per_batch: max_partitions_per_batch },
+            table_format,
             source: KafkaSource {
                 dead_letter_topic: kafka.dead_letter_topic,
                 key,
@@ -268,12 +281,14 @@ mod tests {
         assert_eq!(r.source.config.rollover(5).time.as_secs(), 30);
         assert_eq!(r.source.dead_letter_topic.as_deref(), Some("clicks.dlq"));
         assert!(r.partitioning.spec.is_empty());
+        assert_eq!(r.table_format, TableFormat::Delta);
 
         let text = declaration(
-            "flush_interval_mins = 5\noutput_tables = [\"clicks\"]\npartition_by = [\"country\", \"day(_timestamp)\"]",
+            "flush_interval_mins = 5\noutput_tables = [\"clicks\"]\npartition_by = [\"country\", \"day(_timestamp)\"]\ntable_format = \"iceberg\"",
             SCHEMA,
         );
         let r = resolve(&text).unwrap();
+        assert_eq!(r.table_format, TableFormat::Iceberg);
         assert_eq!(
             (r.partitioning.spec.columns(), r.partitioning.max_per_batch),
             (vec!["country".into(), "_timestamp_day".into()], 100)
@@ -289,6 +304,10 @@ mod tests {
                 "a stream publisher takes no trigger: the rollover is its trigger.",
             ),
             (declaration(ok_top, ""), "`schema` is required"),
+            (
+                declaration(&format!("{ok_top}\ntable_format = \"hudi\""), SCHEMA),
+                "table_format must be \"delta\" or \"iceberg\", not \"hudi\"",
+            ),
             (
                 declaration(ok_top, "schema = '{\"type\": 1}'"),
                 "the schema does not parse: the schema must be a JSON object",

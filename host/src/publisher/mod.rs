@@ -24,6 +24,8 @@ pub struct StreamPublisher {
     pub limits: Limits,
     /// How its output table is partitioned.
     pub partitioning: Partitioning,
+    /// Delta, or Iceberg too.
+    pub table_format: crate::tables::TableFormat,
 }
 
 impl StreamPublisher {

@@ -54,6 +54,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route(&format!("{t}/sample"), get(tables::sample))
         .route(&format!("{t}/export"), get(tables::export))
         .route(&format!("{t}/vacuum"), post(tables::vacuum))
+        // An Iceberg REST catalog (read-only) over the tenant's Iceberg tables.
+        .merge(super::iceberg::router())
         .fallback(|| async { ApiError::not_found("no such endpoint: see the README's API section") })
         .with_state(app)
 }

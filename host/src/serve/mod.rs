@@ -10,6 +10,7 @@ mod cluster;
 mod collections;
 mod dead_letters;
 mod error;
+mod iceberg;
 mod metrics;
 mod partitioning;
 mod plugins;

@@ -63,9 +63,12 @@ pub async fn reprocess(
         match committed {
             Ok(version) => {
                 let (catalog, sync_scope, sync_table) = (app.catalog.clone(), scope.clone(), table.clone());
-                let logged =
-                    tokio::task::spawn_blocking(move || crate::tables::delta::sync(&catalog, &sync_scope, &sync_table))
-                        .await?;
+                let logged = tokio::task::spawn_blocking(move || {
+                    crate::tables::delta::sync(&catalog, &sync_scope, &sync_table)?;
+                    // An Iceberg table's metadata follows too (it removes the same files).
+                    crate::tables::iceberg::sync(&catalog, &sync_scope, &sync_table).map(drop)
+                })
+                .await?;
                 if let Err(e) = logged {
                     // Written by the next sync; status says the log is behind meanwhile.
                     tracing::warn!(table = %table, error = %e, "the reprocess's version is not in the Delta log yet");

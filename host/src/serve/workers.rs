@@ -57,6 +57,7 @@ pub(super) fn publisher(
         plugin: plugins::load(app, plugin)?,
         limits: limits(&tenant),
         partitioning: resolved.partitioning,
+        table_format: resolved.table_format,
     })
 }
 

@@ -323,6 +323,7 @@ impl Batches {
             let (collection, publisher, topic) = (p.collection.clone(), self.id.clone(), p.source_name().to_string());
             let (ranges, execution) = (ranges.to_vec(), execution.clone());
             let partition_by = p.partitioning.spec.clone();
+            let iceberg = p.table_format == tables::TableFormat::Iceberg;
             tokio::task::spawn_blocking(move || -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
                 let written = output.map(stage::TableSink::finish).transpose()?.flatten();
                 if let Some(w) = &written {
@@ -341,8 +342,9 @@ impl Batches {
                     schema: w.schema,
                     txns,
                     partition_by: partition_by.texts(),
+                    iceberg: None,
                 });
-                let commit = BatchCommit {
+                let mut commit = BatchCommit {
                     collection: &collection,
                     publisher: &publisher,
                     topic: &topic,
@@ -352,11 +354,11 @@ impl Batches {
                     dead_letters: &stored_dead,
                     rerun: &[],
                 };
-                let committed = catalog.commit(&commit);
-                if committed.is_err() {
+                let committed = tables::iceberg::commit(&catalog, &mut commit, iceberg);
+                if !matches!(committed, Ok(Ok(_))) {
                     stage::TableFiles::delete(&keys, catalog.store());
                 }
-                Ok(committed)
+                committed
             })
             .await
             .expect("committing does not panic")

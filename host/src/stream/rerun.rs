@@ -163,8 +163,9 @@ pub async fn rerun(
     let (task_catalog, collection, task_table, id) =
         (catalog.clone(), publisher.collection.clone(), table.clone(), id.to_string());
     let spec = publisher.partitioning.spec.clone();
+    let iceberg = publisher.table_format == tables::TableFormat::Iceberg;
     let committed = tokio::task::spawn_blocking(move || {
-        commit(&task_catalog, &collection, &task_table, &id, &topic, sink, &execution, &rerun, &spec)
+        commit(&task_catalog, &collection, &task_table, &id, &topic, sink, &execution, &rerun, &spec, iceberg)
     })
     .await
     .expect("committing does not panic")?;
@@ -194,6 +195,7 @@ fn commit(
     execution: &Execution,
     rerun: &[(i32, i64)],
     spec: &PartitionSpec,
+    iceberg: bool,
 ) -> Result<(i64, Option<i64>), RerunError> {
     let written = sink.finish()?;
     if let Some(w) = &written {
@@ -207,10 +209,11 @@ fn commit(
         schema: w.schema,
         txns: vec![],
         partition_by: spec.texts(),
+        iceberg: None,
     });
-    let batch =
+    let mut batch =
         BatchCommit { collection, publisher: id, topic, version, ranges: &[], execution, dead_letters: &[], rerun };
-    let committed = catalog.commit(&batch);
+    let committed = crate::tables::iceberg::commit(catalog, &mut batch, iceberg).map_err(RerunError::Other)?;
     if committed.is_err() {
         TableFiles::delete(&keys, catalog.store());
     }

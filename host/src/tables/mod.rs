@@ -18,6 +18,7 @@ use crate::store::{Blob, Store};
 pub mod delta;
 
 pub mod file;
+pub mod iceberg;
 pub mod partition;
 pub mod stats;
 pub mod types;
@@ -25,6 +26,26 @@ pub mod vacuum;
 
 use delta::ReplayError;
 use partition::PartitionValues;
+
+/// What a table's metadata is written as: a Delta log (the default), or
+/// Iceberg metadata beside it (`table_format = "iceberg"`, `tables::iceberg`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TableFormat {
+    #[default]
+    Delta,
+    Iceberg,
+}
+
+impl TableFormat {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "delta" => Ok(Self::Delta),
+            "iceberg" => Ok(Self::Iceberg),
+            other => Err(format!("table_format must be \"delta\" or \"iceberg\", not {other:?}")),
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {

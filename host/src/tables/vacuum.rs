@@ -58,6 +58,8 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
     let Some(kept_delta) = versions.iter().find(|v| v.version == kept_from).and_then(|v| v.delta_version) else {
         return Ok(done);
     };
+    // An Iceberg table's snapshots before the oldest kept version go first.
+    tables::iceberg::expire(catalog, collection, table, kept_from)?;
     let (store, dir) = (catalog.store(), delta::table_dir(collection, table));
     let kept = delta::replay(store, &dir, Some(kept_delta))?;
     let now = delta::replay(store, &dir, None)?;
@@ -166,6 +168,7 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
         }
     };
     delta::sync(catalog, collection, table)?;
+    tables::iceberg::sync(catalog, collection, table)?;
     done.compacted_files = removed.len();
     done.compacted_into = Some(version);
     done.latest = version;

@@ -1,0 +1,396 @@
+//! Iceberg tables (`table_format = "iceberg"`): the table's data files, the
+//! same files its Delta log names, described by Iceberg's metadata beside
+//! them under `metadata/`: a manifest of the files each version adds, a
+//! manifest list a snapshot, and a `metadata.json` a version, each snapshot
+//! numbered by the weir version it holds and carrying its offsets in its
+//! summary. The catalog database is the Iceberg SQL catalog: the table's
+//! pointer moves in the very transaction that commits the version and its
+//! offsets (`catalog::iceberg`), so an Iceberg reader sees a version exactly
+//! when weir's own readers do, and a crash leaves no half-made snapshot
+//! visible (files made for a commit that did not happen are orphans).
+//!
+//! A version's manifest list names the manifests of the versions before it,
+//! kept in the catalog with each version. It starts again from one manifest
+//! of every live file (a "restart") when the chain grows long, when files
+//! were removed (a compaction, a reprocess), or when versions were committed
+//! without Iceberg metadata (a table that was Delta only); such a manifest
+//! keeps each file's snapshot and sequence number.
+
+pub mod avro;
+pub mod manifest;
+pub mod schema;
+
+use std::collections::HashSet;
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+
+use crate::catalog::{BatchCommit, Catalog, CatalogError, DataFile, IcebergCommit, NewVersion, iceberg_namespace};
+use crate::store::Store;
+use crate::tables::file::table_dir;
+use crate::tables::partition::{PartitionSpec, Transform};
+use manifest::{EntryFile, ManifestFile};
+
+/// A manifest list holds at most this many manifests; past it, the next
+/// version's list starts again from one manifest of every live file.
+const MAX_MANIFESTS: usize = 100;
+/// Attempts at a commit while other nodes move the table on.
+const ATTEMPTS: usize = 20;
+
+/// The manifests a version keeps in the catalog.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Kept {
+    /// Its list starts here: the versions before it are not named again.
+    restart: bool,
+    manifests: Vec<ManifestFile>,
+}
+
+/// Where a key is, as Iceberg readers open it: a `file://` URI or the bucket's.
+pub fn uri(store: &Store, key: &str) -> String {
+    let location = store.location(key);
+    match location.starts_with('/') {
+        true => format!("file://{location}"),
+        false => location,
+    }
+}
+
+/// The key of a location under the table (`None`: not the table's).
+fn key_of(store: &Store, collection: &str, table: &str, location: &str) -> Option<String> {
+    let dir = table_dir(collection, table);
+    let rest = location.strip_prefix(&uri(store, &dir))?.strip_prefix('/')?;
+    Some(format!("{dir}/{rest}"))
+}
+
+/// Commits `batch` (`catalog.commit`), an Iceberg table's metadata made for
+/// its version first, and made again while other commits move the table on.
+pub fn commit(
+    catalog: &Catalog,
+    batch: &mut BatchCommit<'_>,
+    iceberg: bool,
+) -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
+    for attempt in 1.. {
+        let mut made = Vec::new();
+        if let (true, Some(version)) = (iceberg, batch.version.as_mut()) {
+            version.iceberg = None;
+            let (commit, keys) = prepare(catalog, batch.collection, &version.table, Some(version))?;
+            (version.iceberg, made) = (Some(commit), keys);
+        }
+        let committed = catalog.commit(batch);
+        if committed.is_err() {
+            made.iter().for_each(|k| drop(catalog.store().delete(k)));
+        }
+        match committed {
+            Err(CatalogError::IcebergMoved { .. }) if attempt < ATTEMPTS => continue,
+            other => return Ok(other),
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// Brings an Iceberg table's metadata up to its latest version when
+/// versions were committed without it (a compaction, a reprocess). Returns
+/// whether it moved. A table without Iceberg metadata is left as it is.
+pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<bool> {
+    for attempt in 1.. {
+        let latest = catalog.latest_version(collection, table)?;
+        let Some(location) = catalog.iceberg_location(&iceberg_namespace(collection), table)? else {
+            return Ok(false);
+        };
+        let current = read_metadata(catalog.store(), collection, table, &location)?["current-snapshot-id"].as_i64();
+        if latest == 0 || current == Some(latest) {
+            return Ok(false);
+        }
+        let (commit, made) = prepare(catalog, collection, table, None)?;
+        match catalog.move_iceberg(collection, table, &commit) {
+            Ok(()) => return Ok(true),
+            Err(e) => {
+                made.iter().for_each(|k| drop(catalog.store().delete(k)));
+                if !matches!(e, CatalogError::IcebergMoved { .. }) || attempt >= ATTEMPTS {
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// Expires the snapshots of versions before `before` (a vacuum's oldest kept
+/// version): the files only they read may then be deleted, and no snapshot
+/// the metadata still names loses one. The latest version's snapshot stays.
+pub fn expire(catalog: &Catalog, collection: &str, table: &str, before: i64) -> anyhow::Result<usize> {
+    sync(catalog, collection, table)?;
+    let (store, namespace) = (catalog.store(), iceberg_namespace(collection));
+    for attempt in 1.. {
+        let Some(location) = catalog.iceberg_location(&namespace, table)? else { return Ok(0) };
+        let mut metadata = read_metadata(store, collection, table, &location)?;
+        let current = metadata["current-snapshot-id"].as_i64().unwrap_or(0);
+        let expired = |s: &Value| s["snapshot-id"].as_i64().is_some_and(|id| id < before && id != current);
+        let snapshots = metadata["snapshots"].as_array_mut().context("snapshots")?;
+        let count = snapshots.iter().filter(|s| expired(s)).count();
+        if count == 0 {
+            return Ok(0);
+        }
+        snapshots.retain(|s| !expired(s));
+        if let Some(log) = metadata["snapshot-log"].as_array_mut() {
+            log.retain(|s| !expired(s));
+        }
+        let now = crate::catalog::now_ms();
+        let previous_at = metadata["last-updated-ms"].clone();
+        if let Some(log) = metadata["metadata-log"].as_array_mut() {
+            log.push(json!({"timestamp-ms": previous_at, "metadata-file": location}));
+        }
+        metadata["last-updated-ms"] = json!(now);
+        let dir = table_dir(collection, table);
+        let key = format!("{dir}/metadata/{current:05}-{}.metadata.json", crate::catalog::new_uuid());
+        store.put(&key, serde_json::to_vec(&metadata)?.into())?;
+        let commit = IcebergCommit {
+            namespace: namespace.clone(),
+            name: table.to_string(),
+            expected: Some(location),
+            location: uri(store, &key),
+            version: current,
+            manifests: None,
+        };
+        match catalog.move_iceberg(collection, table, &commit) {
+            Ok(()) => return Ok(count),
+            Err(e) => {
+                let _ = store.delete(&key);
+                if !matches!(e, CatalogError::IcebergMoved { .. }) || attempt >= ATTEMPTS {
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// The table's Iceberg metadata at `location` (one of its metadata files).
+pub fn metadata(catalog: &Catalog, collection: &str, table: &str, location: &str) -> anyhow::Result<Value> {
+    read_metadata(catalog.store(), collection, table, location)
+}
+
+fn read_metadata(store: &Store, collection: &str, table: &str, location: &str) -> anyhow::Result<Value> {
+    let key = key_of(store, collection, table, location)
+        .with_context(|| format!("Iceberg metadata {location} is not under the table's location"))?;
+    let bytes = store.get(&key)?.with_context(|| format!("Iceberg metadata {location} is missing"))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("Iceberg metadata {location}"))
+}
+
+/// Makes the table's Iceberg metadata for `new` (the version about to be
+/// committed), or for the latest committed version when `new` is `None`;
+/// writes its files and returns what moves the pointer, with their keys.
+fn prepare(
+    catalog: &Catalog,
+    collection: &str,
+    table: &str,
+    new: Option<&NewVersion>,
+) -> anyhow::Result<(IcebergCommit, Vec<String>)> {
+    let store = catalog.store();
+    let (namespace, dir) = (iceberg_namespace(collection), table_dir(collection, table));
+    let expected = catalog.iceberg_location(&namespace, table)?;
+    let previous = match &expected {
+        Some(l) => Some(read_metadata(store, collection, table, l)?),
+        None => None,
+    };
+    let latest = catalog.latest_version(collection, table)?;
+    let version = latest + new.is_some() as i64;
+    let parent = previous.as_ref().and_then(|p| p["current-snapshot-id"].as_i64());
+
+    // The columns: the table's Delta schema less the columns Delta derives for
+    // transforms (Iceberg applies them itself), ids kept from the last schema.
+    let (delta_schema, partition_by) = match new {
+        Some(v) => (v.schema.clone(), v.partition_by.clone()),
+        None => (
+            catalog.table_schema(collection, table, latest + 1)?.context("the table has no columns yet")?,
+            catalog.table_record(collection, table)?.map(|r| r.partition_by).unwrap_or_default(),
+        ),
+    };
+    let spec = PartitionSpec::parse(&partition_by).map_err(anyhow::Error::msg)?;
+    let derived: HashSet<String> =
+        spec.fields.iter().filter(|f| f.transform != Transform::Identity).map(|f| f.column()).collect();
+    let mut delta_schema = delta_schema;
+    if let Some(fields) = delta_schema["fields"].as_array_mut() {
+        fields.retain(|f| !derived.contains(f["name"].as_str().unwrap_or_default()));
+    }
+    let last_schema = previous.as_ref().and_then(|p| {
+        let id = &p["current-schema-id"];
+        p["schemas"].as_array()?.iter().find(|s| s["schema-id"] == *id).cloned()
+    });
+    let mut last_id = previous.as_ref().and_then(|p| p["last-column-id"].as_i64()).unwrap_or(0);
+    let columns = schema::to_iceberg(&delta_schema, last_schema.as_ref(), &mut last_id)
+        .with_context(|| format!("table `{table}` as an Iceberg table"))?;
+    let unchanged = last_schema.as_ref().is_some_and(|s| s["fields"] == columns["fields"]);
+    let schema_id = match (&last_schema, unchanged) {
+        (Some(s), true) => s["schema-id"].as_i64().unwrap_or(0),
+        (Some(_), false) => previous.as_ref().and_then(|p| p["schemas"].as_array()).map_or(0, |s| s.len() as i64),
+        (None, _) => 0,
+    };
+    let spec_fields = manifest::spec_fields(&spec, &columns)?;
+
+    // The manifests: this version's files after the chain, or every live file.
+    let kept: Vec<(i64, Kept)> = match parent {
+        Some(p) => catalog
+            .iceberg_manifests(collection, table, p)?
+            .into_iter()
+            .map(|(v, text)| Ok((v, serde_json::from_str(&text)?)))
+            .collect::<anyhow::Result<_>>()?,
+        None => Vec::new(),
+    };
+    let mut chain: Vec<ManifestFile> = Vec::new();
+    for (_, k) in &kept {
+        chain.splice(0..0, k.manifests.iter().cloned());
+        if k.restart {
+            break;
+        }
+    }
+    let snapshots: HashSet<i64> = previous
+        .as_ref()
+        .and_then(|p| p["snapshots"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["snapshot-id"].as_i64())
+        .collect();
+    let continues = new.is_some() && parent == Some(latest) && chain.len() < MAX_MANIFESTS;
+    let mut made = Vec::new();
+    let entry = |file: &DataFile, added_in: i64| -> anyhow::Result<EntryFile> {
+        let partition = spec_fields
+            .iter()
+            .map(|f| {
+                let value = file.partition_values.iter().find(|(c, _)| *c == f.name).and_then(|(_, v)| v.as_deref());
+                manifest::partition_value(f, value)
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(EntryFile {
+            location: uri(store, &file.path),
+            size: file.size,
+            rows: file.rows,
+            partition,
+            stats: file.stats.clone(),
+            added_in,
+        })
+    };
+    let mut files: Vec<EntryFile> = Vec::new();
+    if !continues {
+        chain.clear();
+        let versions = catalog.versions(collection, table)?;
+        let removed: HashSet<&str> = versions.iter().flat_map(|v| &v.removed).map(|f| f.path.as_str()).collect();
+        for v in &versions {
+            // A file added by a version Iceberg never had a snapshot of is added by this one.
+            let added_in = if snapshots.contains(&v.version) { v.version } else { version };
+            for file in v.files.iter().filter(|f| !removed.contains(f.path.as_str())) {
+                files.push(entry(file, added_in)?);
+            }
+        }
+    }
+    if let Some(v) = new {
+        for file in &v.files {
+            files.push(entry(file, version)?);
+        }
+    }
+    let manifest_key = format!("{dir}/metadata/{}-m0.avro", crate::catalog::new_uuid());
+    let (bytes, manifest) =
+        manifest::manifest(&files, version, &spec_fields, &columns, schema_id, &uri(store, &manifest_key));
+    store.put(&manifest_key, bytes.into())?;
+    made.push(manifest_key);
+    chain.push(manifest.clone());
+    let list_key = format!("{dir}/metadata/snap-{version}-1-{}.avro", crate::catalog::new_uuid());
+    store.put(&list_key, manifest::manifest_list(&chain, version, parent).into())?;
+    made.push(list_key.clone());
+
+    // The metadata: the previous one's, with this snapshot (and schema) added.
+    let now = crate::catalog::now_ms();
+    let record = catalog.table_record(collection, table)?;
+    let mut metadata = previous.clone().unwrap_or_else(|| {
+        json!({
+            "format-version": 2,
+            "table-uuid": record.as_ref().map_or_else(crate::catalog::new_uuid, |r| r.delta_id.clone()),
+            "location": uri(store, &dir),
+            "schemas": [],
+            "partition-specs": [{"spec-id": 0, "fields": manifest::spec_json(&spec_fields)}],
+            "default-spec-id": 0,
+            "last-partition-id": manifest::FIRST_PARTITION_ID - 1 + spec_fields.len() as i64,
+            "sort-orders": [{"order-id": 0, "fields": []}],
+            "default-sort-order-id": 0,
+            "properties": {},
+            "snapshots": [],
+            "snapshot-log": [],
+            "metadata-log": [],
+        })
+    });
+    if !unchanged {
+        metadata["schemas"].as_array_mut().context("schemas")?.push(manifest::with_id(&columns, schema_id));
+    }
+    metadata["current-schema-id"] = json!(schema_id);
+    metadata["last-column-id"] = json!(last_id);
+    metadata["properties"]["schema.name-mapping.default"] = json!(schema::name_mapping(&columns).to_string());
+    let total_files = chain.iter().map(|m| (m.added_files + m.existing_files) as i64).sum::<i64>();
+    let total_rows = chain.iter().map(|m| m.added_rows + m.existing_rows).sum::<i64>();
+    let added = new.map_or((0, 0), |v| (v.files.len(), v.rows));
+    // Without a new version: a compaction (the same rows) or a reprocess (fewer).
+    let previous_total = previous.as_ref().and_then(|p| {
+        let current = p["snapshots"].as_array()?.iter().find(|s| s["snapshot-id"].as_i64() == parent)?;
+        current["summary"]["total-records"].as_str()?.parse::<i64>().ok()
+    });
+    let operation = match (new, previous_total) {
+        (Some(_), _) => "append",
+        (None, Some(total)) if total == total_rows => "replace",
+        (None, _) => "overwrite",
+    };
+    let mut summary = json!({
+        "operation": operation,
+        "added-data-files": added.0.to_string(),
+        "added-records": added.1.to_string(),
+        "total-data-files": total_files.to_string(),
+        "total-records": total_rows.to_string(),
+        "total-delete-files": "0",
+        "total-position-deletes": "0",
+        "total-equality-deletes": "0",
+        "weir.version": version.to_string(),
+    });
+    if let Some(v) = new {
+        let offsets: serde_json::Map<String, Value> =
+            v.txns.iter().map(|t| (t.app_id.clone(), json!(t.version))).collect();
+        summary["weir.offsets"] = json!(Value::Object(offsets).to_string());
+    }
+    let mut snapshot = json!({
+        "snapshot-id": version,
+        "sequence-number": version,
+        "timestamp-ms": now,
+        "manifest-list": uri(store, &list_key),
+        "summary": summary,
+        "schema-id": schema_id,
+    });
+    if let Some(p) = parent {
+        snapshot["parent-snapshot-id"] = json!(p);
+    }
+    metadata["snapshots"].as_array_mut().context("snapshots")?.push(snapshot);
+    metadata["snapshot-log"]
+        .as_array_mut()
+        .context("snapshot-log")?
+        .push(json!({"timestamp-ms": now, "snapshot-id": version}));
+    if let (Some(location), Some(p)) = (&expected, &previous) {
+        let at = p["last-updated-ms"].clone();
+        metadata["metadata-log"]
+            .as_array_mut()
+            .context("metadata-log")?
+            .push(json!({"timestamp-ms": at, "metadata-file": location}));
+    }
+    metadata["current-snapshot-id"] = json!(version);
+    metadata["refs"] = json!({"main": {"snapshot-id": version, "type": "branch"}});
+    metadata["last-sequence-number"] = json!(version);
+    metadata["last-updated-ms"] = json!(now);
+    let metadata_key = format!("{dir}/metadata/{version:05}-{}.metadata.json", crate::catalog::new_uuid());
+    store.put(&metadata_key, serde_json::to_vec(&metadata)?.into())?;
+    made.push(metadata_key.clone());
+
+    let kept = Kept { restart: !continues, manifests: vec![manifest] };
+    let commit = IcebergCommit {
+        namespace,
+        name: table.to_string(),
+        expected,
+        location: uri(store, &metadata_key),
+        version,
+        manifests: Some(serde_json::to_string(&kept)?),
+    };
+    Ok((commit, made))
+}

@@ -1,0 +1,193 @@
+//! Iceberg tables (`table_format = "iceberg"`): each weir version is an
+//! Iceberg snapshot, and weir's catalog database is the Iceberg SQL catalog,
+//! read here by pyiceberg's `SqlCatalog` pointed at it and by Polars over
+//! what pyiceberg loads: the rows of every snapshot, the offsets in each
+//! snapshot's summary, partition pruning, and a vacuum's compaction and
+//! snapshot expiry; and `weir serve` as an Iceberg REST catalog, through
+//! pyiceberg's RestCatalog.
+
+mod common;
+
+use serde_json::{Value, json};
+use weir::stream::WorkerOptions;
+use weir::tables::{self, TableFormat};
+
+use common::peers::iceberg_py;
+use common::serve::Server;
+use common::stream::{Harness, clicks};
+
+fn read(h: &Harness, columns: &str, extra: &[&str]) -> Value {
+    let db = h.dir.path().join("catalog.db");
+    let mut args = vec!["read", db.to_str().unwrap(), "events.clicks", "--columns", columns];
+    args.extend(extra);
+    iceberg_py(&args)
+}
+
+fn ids(rows: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = rows.as_array().unwrap().iter().map(|r| r[0].as_str().unwrap().to_string()).collect();
+    ids.sort();
+    ids
+}
+
+fn expected(range: std::ops::Range<usize>) -> Vec<String> {
+    let mut ids: Vec<String> = range.map(|i| format!("evt-{i}")).collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_version_is_a_snapshot_pyiceberg_and_polars_read_through_weirs_catalog_and_vacuum_keeps_them_whole() {
+    let h = Harness::new(1);
+    h.produce("clicks", &clicks(0, 200)).await;
+    let mut publisher = h.publisher("read-clicks", json!({"kafka.messages_rollover": 50}), None);
+    publisher.table_format = TableFormat::Iceberg;
+    let mut w = h.start(publisher, WorkerOptions::default());
+    w.commits_until(200).await;
+    w.stop().await;
+
+    let read_all = read(&h, "event_id,user_id,_offset", &[]);
+    assert_eq!(read_all["namespaces"], json!(["events"]), "{read_all}");
+    assert_eq!(read_all["tables"], json!(["events.clicks"]));
+    let snapshots = read_all["snapshots"].as_array().unwrap();
+    let ids_of: Vec<i64> = snapshots.iter().map(|s| s["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids_of, [1, 2, 3, 4], "a snapshot a weir version, numbered by it");
+    for (i, s) in snapshots.iter().enumerate() {
+        let v = i as i64 + 1;
+        assert_eq!(s["parent"], if v == 1 { Value::Null } else { json!(v - 1) });
+        assert_eq!(s["summary"]["operation"], "append");
+        assert_eq!(s["summary"]["weir.version"], v.to_string());
+        assert_eq!(s["summary"]["added-records"], "50");
+        assert_eq!(s["summary"]["total-records"], (50 * v).to_string());
+        // Where the publisher resumes, as the Delta log's transaction ids say it.
+        let offsets: Value = serde_json::from_str(s["summary"]["weir.offsets"].as_str().unwrap()).unwrap();
+        assert_eq!(offsets["events/read_clicks/clicks/0"], json!(50 * v), "{offsets}");
+    }
+    let schema = read_all["schema"].as_array().unwrap();
+    assert_eq!(schema[0], json!([1, "event_id", "string", false]), "{schema:?}");
+    assert!(schema.iter().any(|f| f[1] == "_timestamp" && f[2] == "timestamptz"), "{schema:?}");
+    for reader in ["pyiceberg", "polars"] {
+        assert_eq!(ids(&read_all["rows"][reader]), expected(0..200), "{reader}");
+    }
+    // Time travel: snapshot 2 is the first two batches.
+    let at_2 = read(&h, "event_id", &["--snapshot", "2"]);
+    for reader in ["pyiceberg", "polars"] {
+        assert_eq!(ids(&at_2["rows"][reader]), expected(0..100), "{reader} at snapshot 2");
+    }
+    // Column statistics prune files: one batch holds offsets 100..150.
+    let pruned = read(&h, "event_id", &["--where", "_offset=120"]);
+    assert_eq!(pruned["files"].as_array().unwrap().len(), 4);
+    assert_eq!(pruned["pruned_files"].as_array().unwrap().len(), 1, "{pruned}");
+    assert_eq!(ids(&pruned["rows"]["pyiceberg"]), ["evt-120"]);
+
+    // A vacuum keeping one version: older snapshots expire, the compaction is a snapshot of its own.
+    let vacuumed = tables::vacuum::vacuum(&h.catalog, "events", "clicks", 1).unwrap();
+    assert_eq!(vacuumed.compacted_into, Some(5), "{vacuumed:?}");
+    let after = read(&h, "event_id", &[]);
+    let kept: Vec<i64> = after["snapshots"].as_array().unwrap().iter().map(|s| s["id"].as_i64().unwrap()).collect();
+    assert_eq!(kept, [4, 5], "snapshots before the oldest kept version expired");
+    // Versions 1 to 3's files compacted into one; version 4's stays.
+    assert_eq!(after["files"].as_array().unwrap().len(), 2, "{after}");
+    assert_eq!(after["snapshots"][1]["summary"]["operation"], "replace", "the same rows, in other files");
+    for reader in ["pyiceberg", "polars"] {
+        assert_eq!(ids(&after["rows"][reader]), expected(0..200), "{reader} after the compaction");
+    }
+    let at_4 = read(&h, "event_id", &["--snapshot", "4"]);
+    assert_eq!(ids(&at_4["rows"]["pyiceberg"]), expected(0..200), "the kept snapshot lost no file");
+    // weir's Delta readers read the same table.
+    let snapshot = tables::snapshot(&h.catalog, "events", "clicks", None).unwrap();
+    assert_eq!(tables::sample(h.catalog.store(), &snapshot, usize::MAX).unwrap().len(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_table_has_icebergs_own_spec_and_readers_prune_by_it() {
+    let h = Harness::new(1);
+    let countries = [Some("DE"), Some("FR"), None];
+    let messages: Vec<String> = (0..120)
+        .map(|i| {
+            let mut click = json!({"event_id": format!("evt-{i}"), "user_id": i % 50, "url": "/",
+                                   "ts": format!("2026-11-{}T{:02}:30:00Z", 28 + i % 3, i % 24)});
+            if let Some(c) = countries[i % 3] {
+                click["country"] = json!(c);
+            }
+            click.to_string()
+        })
+        .collect();
+    h.produce("clicks", &messages).await;
+    let mut publisher = h.publisher("read-clicks", json!({"kafka.messages_rollover": 60}), None);
+    publisher.table_format = TableFormat::Iceberg;
+    let spec = ["country", "day(ts)", "bucket(4, user_id)"].map(String::from);
+    publisher.partitioning.spec = tables::partition::PartitionSpec::parse(&spec).unwrap();
+    let mut w = h.start(publisher, WorkerOptions::default());
+    w.commits_until(120).await;
+    w.stop().await;
+
+    let all = read(&h, "event_id,country,ts", &[]);
+    // Iceberg's transforms over the source columns; Delta's derived columns are not Iceberg columns.
+    let schema = all["schema"].as_array().unwrap();
+    let id_of = |name: &str| schema.iter().find(|f| f[1] == name).unwrap()[0].clone();
+    assert_eq!(
+        all["spec"],
+        json!([
+            [id_of("country"), 1000, "country", "identity"],
+            [id_of("ts"), 1001, "ts_day", "day"],
+            [id_of("user_id"), 1002, "user_id_bucket", "bucket[4]"],
+        ]),
+    );
+    assert!(!schema.iter().any(|f| f[1] == "ts_day" || f[1] == "user_id_bucket"), "{schema:?}");
+    let rows = all["rows"]["pyiceberg"].as_array().unwrap();
+    assert_eq!(rows.len(), 120);
+    // The partition column the files lack comes from each file's partition.
+    assert_eq!(rows.iter().filter(|r| r[1] == "DE").count(), 40, "{rows:?}");
+    assert_eq!(rows.iter().filter(|r| r[1].is_null()).count(), 40);
+    let files = all["files"].as_array().unwrap().len();
+    let de = read(&h, "event_id,country", &["--where", "country=DE"]);
+    let pruned = de["pruned_files"].as_array().unwrap().len();
+    assert!(pruned * 3 <= files && pruned > 0, "a third of the files or fewer: {pruned} of {files}");
+    let mut want: Vec<String> = (0..120).filter(|i| i % 3 == 0).map(|i| format!("evt-{i}")).collect();
+    want.sort();
+    for reader in ["pyiceberg", "polars"] {
+        assert_eq!(ids(&de["rows"][reader]), want, "{reader}");
+    }
+}
+
+#[test]
+fn weir_serve_is_an_iceberg_rest_catalog_each_tenant_seeing_its_own_tables() {
+    let broker = common::serve::broker();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let token = server.tenant("acme", json!({}));
+    let other = server.tenant("globex", json!({}));
+    server.cli_ok(&token, &["collection", "create", "events", "--bootstrap-servers", broker.bootstrap_servers()]);
+    let declaration = common::serve::declaration(dir.path(), common::serve::QUICK);
+    let text = std::fs::read_to_string(&declaration).unwrap();
+    std::fs::write(&declaration, text.replacen("[source.kafka]", "table_format = \"iceberg\"\n\n[source.kafka]", 1))
+        .unwrap();
+    let plugin = common::serve::plugin_path();
+    server.cli_ok(&token, &["publisher", "register", "events", declaration.to_str().unwrap(), "--plugin", &plugin]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(common::stream::produce(broker.bootstrap_servers(), "clicks", &clicks(0, 150)));
+    server.wait_for_rows(&token, "events", "clicks", 150);
+
+    let url = format!("{}/iceberg", server.url);
+    let rest = iceberg_py(&["read", &url, "acme.events.clicks", "--token", &token, "--columns", "event_id"]);
+    assert_eq!(rest["namespaces"], json!(["acme.events"]), "{rest}");
+    assert_eq!(rest["tables"], json!(["acme.events.clicks"]));
+    for reader in ["pyiceberg", "polars"] {
+        assert_eq!(ids(&rest["rows"][reader]), expected(0..150), "{reader} through the REST catalog");
+    }
+    // The same table through the SQL catalog, weir's database itself.
+    let db = dir.path().join("catalog.db");
+    let sql = iceberg_py(&["read", db.to_str().unwrap(), "acme.events.clicks", "--columns", "event_id"]);
+    assert_eq!(sql["location"], rest["location"], "one current metadata file");
+    assert_eq!(sql["snapshots"], rest["snapshots"]);
+
+    // Another tenant sees nothing of acme's; the catalog takes no writes.
+    let refused = iceberg_py(&["refused", &url, "acme.events.clicks", "--token", &other]);
+    assert_eq!(refused["load_table"]["type"], "NoSuchTableError", "{refused}");
+    assert_eq!(refused["list_tables"]["type"], "NoSuchNamespaceError", "{refused}");
+    let mine = iceberg_py(&["refused", &url, "acme.events.clicks", "--token", &token]);
+    assert_eq!(mine["load_table"], Value::Null, "{mine}");
+    assert!(mine["create_namespace"]["message"].as_str().unwrap().contains("read-only"), "{mine}");
+    let (status, _) = server.http("GET", "/iceberg/v1/config", None, None);
+    assert_eq!(status, 401, "a token is needed");
+}

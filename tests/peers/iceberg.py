@@ -1,0 +1,116 @@
+"""Reads weir's Iceberg tables as other engines do: pyiceberg's SqlCatalog
+pointed at weir's catalog database (SQLite file or PostgreSQL URL), or its
+RestCatalog pointed at `weir serve`, and Polars' scan_iceberg over the
+table pyiceberg loads.
+
+    python3 iceberg.py read URI NAMESPACE.TABLE --columns a,b [--snapshot ID] [--where COLUMN=VALUE (an integer if it is one)]
+    python3 iceberg.py read http://HOST:PORT/iceberg NAMESPACE.TABLE --token TOKEN --columns a,b
+    python3 iceberg.py refused http://HOST:PORT/iceberg NAMESPACE.TABLE --token TOKEN
+
+`refused` prints the exception each of loading the table, listing its
+namespace's tables and creating a namespace raises (or null).
+
+Prints JSON: the catalog's namespaces and tables, the table's snapshots (id,
+parent, summary), schema, partition spec, the files a scan plans (with and
+without the filter), and the rows each reader returns, as lists of the
+chosen columns.
+"""
+
+import argparse
+import datetime
+import decimal
+import json
+import os
+import sys
+
+
+def plain(value):
+    if isinstance(value, (datetime.datetime, datetime.date)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    return value
+
+
+def rows_of(arrow, columns):
+    cols = [arrow.column(c).to_pylist() for c in columns]
+    return [[plain(v) for v in row] for row in zip(*cols)]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command", choices=["read", "refused"])
+    parser.add_argument("uri")
+    parser.add_argument("table")
+    parser.add_argument("--token")
+    parser.add_argument("--columns", default="")
+    parser.add_argument("--snapshot", type=int)
+    parser.add_argument("--where", default="")
+    args = parser.parse_args()
+
+    import polars as pl
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.expressions import AlwaysTrue, EqualTo
+
+    if args.uri.startswith("http"):
+        from pyiceberg.catalog.rest import RestCatalog
+
+        catalog = RestCatalog("weir", uri=args.uri, token=args.token)
+    else:
+        uri = args.uri if "://" in args.uri else "sqlite:///" + os.path.abspath(args.uri)
+        catalog = SqlCatalog("weir", uri=uri, init_catalog_tables="false")
+    namespace = args.table.rsplit(".", 1)[0]
+    if args.command == "refused":
+        out = {}
+        for name, attempt in [
+            ("load_table", lambda: catalog.load_table(args.table)),
+            ("list_tables", lambda: catalog.list_tables(namespace)),
+            ("create_namespace", lambda: catalog.create_namespace(namespace + "_new")),
+        ]:
+            try:
+                attempt()
+                out[name] = None
+            except Exception as e:  # what the client raises is the answer
+                out[name] = {"type": type(e).__name__, "message": str(e)}
+        json.dump(out, sys.stdout)
+        return
+    table = catalog.load_table(args.table)
+    columns = args.columns.split(",")
+    row_filter = AlwaysTrue()
+    if args.where:
+        column, value = args.where.split("=", 1)
+        value = int(value) if value.lstrip("-").isdigit() else value
+        row_filter = EqualTo(column, value)
+    scan = table.scan(row_filter=row_filter, snapshot_id=args.snapshot)
+    everything = table.scan(snapshot_id=args.snapshot)
+    out = {
+        "namespaces": [".".join(n) for n in catalog.list_namespaces()],
+        "tables": [".".join(t) for t in catalog.list_tables(namespace)],
+        "location": table.metadata_location,
+        "snapshots": [
+            {
+                "id": s.snapshot_id,
+                "parent": s.parent_snapshot_id,
+                "sequence": s.sequence_number,
+                "summary": s.summary.additional_properties | {"operation": s.summary.operation.value},
+            }
+            for s in table.snapshots()
+        ],
+        "current": table.current_snapshot().snapshot_id if table.current_snapshot() else None,
+        "schema": [[f.field_id, f.name, str(f.field_type), f.required] for f in table.schema().fields],
+        "spec": [[f.source_id, f.field_id, f.name, str(f.transform)] for f in table.spec().fields],
+        "files": sorted(t.file.file_path for t in everything.plan_files()),
+        "pruned_files": sorted(t.file.file_path for t in scan.plan_files()),
+        "rows": {"pyiceberg": rows_of(scan.to_arrow(), columns)},
+    }
+    lazy = pl.scan_iceberg(table, snapshot_id=args.snapshot)
+    if args.where:
+        lazy = lazy.filter(pl.col(column) == value)
+    out["rows"]["polars"] = rows_of(lazy.select(columns).collect().to_arrow(), columns)
+    json.dump(out, sys.stdout, default=str)
+
+
+if __name__ == "__main__":
+    main()
+    sys.stdout.flush()
+    os._exit(0)
