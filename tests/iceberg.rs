@@ -91,6 +91,20 @@ async fn every_version_is_a_snapshot_pyiceberg_and_polars_read_through_weirs_cat
     for reader in ["pyiceberg", "polars"] {
         assert_eq!(ids(&after["rows"][reader]), expected(0..200), "{reader} after the compaction");
     }
+    // What only the expired snapshots named is gone (their manifest lists and metadata files);
+    // the manifests snapshot 4's list names stay.
+    let metadata_dir = h.dir.path().join("tables/events/clicks/metadata");
+    let names: Vec<String> = std::fs::read_dir(&metadata_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let of = |prefix: &str| names.iter().filter(|n| n.starts_with(prefix)).count();
+    assert_eq!((of("snap-1-"), of("snap-3-"), of("snap-4-"), of("snap-5-")), (0, 0, 1, 1), "{names:?}");
+    assert_eq!((of("00001-"), of("00003-")), (1, 1), "version 1 and 3's manifests, in snapshot 4's list: {names:?}");
+    assert!(
+        names.iter().all(|n| !(n.starts_with("0000") && n.ends_with(".metadata.json")) || n >= &"00004".to_string()),
+        "{names:?}"
+    );
     let at_4 = read(&h, "event_id", &["--snapshot", "4"]);
     assert_eq!(ids(&at_4["rows"]["pyiceberg"]), expected(0..200), "the kept snapshot lost no file");
     // weir's Delta readers read the same table.
@@ -180,6 +194,13 @@ fn weir_serve_is_an_iceberg_rest_catalog_each_tenant_seeing_its_own_tables() {
     let sql = iceberg_py(&["read", db.to_str().unwrap(), "acme.events.clicks", "--columns", "event_id"]);
     assert_eq!(sql["location"], rest["location"], "one current metadata file");
     assert_eq!(sql["snapshots"], rest["snapshots"]);
+
+    let shown = server.cli_ok(&token, &["table", "show", "events/clicks"]);
+    assert!(shown.contains("format    Delta Lake and Apache Iceberg"), "{shown}");
+    assert!(
+        shown.contains(&format!("iceberg   acme.events.clicks ({})", sql["location"].as_str().unwrap())),
+        "{shown}"
+    );
 
     // Another tenant sees nothing of acme's; the catalog takes no writes.
     let refused = iceberg_py(&["refused", &url, "acme.events.clicks", "--token", &other]);

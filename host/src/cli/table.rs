@@ -76,8 +76,15 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
             client.print(&answer, |a| {
                 let location = cell(&a["location"]);
                 println!("table     {}", cell(&a["table"]));
-                println!("format    Delta Lake");
+                let iceberg = &a["iceberg"];
+                match iceberg.is_null() {
+                    true => println!("format    Delta Lake"),
+                    false => println!("format    Delta Lake and Apache Iceberg"),
+                }
                 println!("location  {location}");
+                if !iceberg.is_null() {
+                    println!("iceberg   {} ({})", cell(&iceberg["identifier"]), cell(&iceberg["metadata_location"]));
+                }
                 println!(
                     "version   {} (Delta version {}: {} rows in {} files)",
                     cell(&a["version"]),
@@ -111,6 +118,11 @@ pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
                 println!("  duckdb   SELECT * FROM delta_scan('{location}', version => N)");
                 println!("  polars   pl.scan_delta('{location}', version=N)");
                 println!("  pandas   deltalake.DeltaTable('{location}', version=N).to_pandas()");
+                if !iceberg.is_null() {
+                    println!("or as the Iceberg table {} at snapshot N (weir's version N):", cell(&iceberg["identifier"]));
+                    println!("  pyiceberg  SqlCatalog(\"weir\", uri=<weir's catalog database>), or RestCatalog(\"weir\", uri=<weir's URL>/iceberg, token=…)");
+                    println!("             .load_table(\"{}\").scan(snapshot_id=N).to_arrow()", cell(&iceberg["identifier"]));
+                }
             });
         }
         Command::Schema { table, version } => {

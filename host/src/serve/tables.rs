@@ -74,15 +74,22 @@ pub async fn show(
     Path((collection, table)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let scope = locate(&app, &tenant, &collection, &table)?;
+    let namespace = crate::catalog::iceberg_namespace(&scope);
     let snapshot = snapshot(&app, &tenant, &collection, &table, None).await?;
     let location = app.catalog.store().location(&tables::delta::table_dir(&scope, &table));
     let (task_app, task_table) = (app.clone(), table.clone());
     let partition_by = app.catalog.table_record(&scope, &table)?.map(|r| r.partition_by).unwrap_or_default();
     let log = tokio::task::spawn_blocking(move || tables::delta::lag(&task_app.catalog, &scope, &task_table)).await??;
     let partitions: std::collections::HashSet<_> = snapshot.files.iter().map(|f| &f.partition_values).collect();
+    // An Iceberg table also: its current metadata, and its name in the Iceberg catalogs.
+    let iceberg = app
+        .catalog
+        .iceberg_location(&namespace, &table)?
+        .map(|metadata| json!({"metadata_location": metadata, "identifier": format!("{namespace}.{table}")}));
     Ok(Json(json!({
         "table": format!("{collection}/{table}"),
-        "format": "delta",
+        "format": if iceberg.is_some() { "delta+iceberg" } else { "delta" },
+        "iceberg": iceberg,
         "location": location,
         "version": snapshot.version,
         "delta_version": snapshot.delta_version,

@@ -58,8 +58,9 @@ pub fn vacuum(catalog: &Catalog, collection: &str, table: &str, keep_versions: i
     let Some(kept_delta) = versions.iter().find(|v| v.version == kept_from).and_then(|v| v.delta_version) else {
         return Ok(done);
     };
-    // An Iceberg table's snapshots before the oldest kept version go first.
-    tables::iceberg::expire(catalog, collection, table, kept_from)?;
+    // An Iceberg table's snapshots before the oldest kept version go first, with what only they need.
+    (done.deleted_files, done.deleted_bytes) =
+        tables::iceberg::vacuum(catalog, collection, table, kept_from, ORPHAN_AGE)?;
     let (store, dir) = (catalog.store(), delta::table_dir(collection, table));
     let kept = delta::replay(store, &dir, Some(kept_delta))?;
     let now = delta::replay(store, &dir, None)?;

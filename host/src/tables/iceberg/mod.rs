@@ -117,7 +117,7 @@ pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<
 /// Expires the snapshots of versions before `before` (a vacuum's oldest kept
 /// version): the files only they read may then be deleted, and no snapshot
 /// the metadata still names loses one. The latest version's snapshot stays.
-pub fn expire(catalog: &Catalog, collection: &str, table: &str, before: i64) -> anyhow::Result<usize> {
+fn expire(catalog: &Catalog, collection: &str, table: &str, before: i64) -> anyhow::Result<usize> {
     sync(catalog, collection, table)?;
     let (store, namespace) = (catalog.store(), iceberg_namespace(collection));
     for attempt in 1.. {
@@ -138,6 +138,8 @@ pub fn expire(catalog: &Catalog, collection: &str, table: &str, before: i64) -> 
         let previous_at = metadata["last-updated-ms"].clone();
         if let Some(log) = metadata["metadata-log"].as_array_mut() {
             log.push(json!({"timestamp-ms": previous_at, "metadata-file": location}));
+            // Metadata files of the expired versions go with them.
+            log.retain(|m| m["metadata-file"].as_str().and_then(version_of).is_none_or(|v| v >= before));
         }
         metadata["last-updated-ms"] = json!(now);
         let dir = table_dir(collection, table);
@@ -162,6 +164,60 @@ pub fn expire(catalog: &Catalog, collection: &str, table: &str, before: i64) -> 
         }
     }
     unreachable!("the loop returns")
+}
+
+/// Expires the snapshots of versions before `kept_from` ([`expire`]), then
+/// deletes the metadata files no kept snapshot needs: at once those of
+/// versions before `kept_from` (named for their version), others (a commit
+/// that did not happen) once `orphan_age` old. Returns the files and bytes deleted.
+pub fn vacuum(
+    catalog: &Catalog,
+    collection: &str,
+    table: &str,
+    kept_from: i64,
+    orphan_age: std::time::Duration,
+) -> anyhow::Result<(usize, u64)> {
+    expire(catalog, collection, table, kept_from)?;
+    let (store, dir) = (catalog.store(), table_dir(collection, table));
+    let Some(location) = catalog.iceberg_location(&iceberg_namespace(collection), table)? else { return Ok((0, 0)) };
+    let metadata = read_metadata(store, collection, table, &location)?;
+    let key = |location: &str| key_of(store, collection, table, location);
+    let mut needed: HashSet<String> = key(&location).into_iter().collect();
+    let logged = metadata["metadata-log"].as_array().into_iter().flatten().filter_map(|m| m["metadata-file"].as_str());
+    needed.extend(logged.filter_map(key));
+    let snapshots = metadata["snapshots"].as_array().context("snapshots")?;
+    needed.extend(snapshots.iter().filter_map(|s| s["manifest-list"].as_str()).filter_map(key));
+    // The manifests the kept snapshots' lists name: back to the restart at or before the oldest.
+    let oldest = snapshots.iter().filter_map(|s| s["snapshot-id"].as_i64()).min().unwrap_or(kept_from);
+    let current = metadata["current-snapshot-id"].as_i64().unwrap_or(0);
+    for (version, text) in catalog.iceberg_manifests(collection, table, current)? {
+        let kept: Kept = serde_json::from_str(&text)?;
+        needed.extend(kept.manifests.iter().filter_map(|m| key(&m.location)));
+        if kept.restart && version <= oldest {
+            break;
+        }
+    }
+    let (mut files, mut bytes) = (0, 0);
+    for entry in store.list_tree(&format!("{dir}/metadata"))? {
+        let key = format!("{dir}/metadata/{}", entry.name);
+        let expired = version_of(&entry.name).is_some_and(|v| v < oldest);
+        let old = entry.modified.elapsed().unwrap_or_default() >= orphan_age;
+        if needed.contains(&key) || !(expired || old) {
+            continue;
+        }
+        if store.delete(&key)? {
+            (files, bytes) = (files + 1, bytes + entry.size);
+        }
+    }
+    Ok((files, bytes))
+}
+
+/// The version a metadata file was made for, from its name
+/// (`00012-….metadata.json`, `00012-…-m0.avro`, `snap-12-1-….avro`).
+fn version_of(location: &str) -> Option<i64> {
+    let name = location.rsplit('/').next()?;
+    let name = name.strip_prefix("snap-").unwrap_or(name);
+    name.split('-').next()?.parse().ok()
 }
 
 /// The table's Iceberg metadata at `location` (one of its metadata files).
@@ -287,7 +343,7 @@ fn prepare(
             files.push(entry(file, version)?);
         }
     }
-    let manifest_key = format!("{dir}/metadata/{}-m0.avro", crate::catalog::new_uuid());
+    let manifest_key = format!("{dir}/metadata/{version:05}-{}-m0.avro", crate::catalog::new_uuid());
     let (bytes, manifest) =
         manifest::manifest(&files, version, &spec_fields, &columns, schema_id, &uri(store, &manifest_key));
     store.put(&manifest_key, bytes.into())?;
