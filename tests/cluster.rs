@@ -10,7 +10,9 @@
 //! engine compacting the table in the bucket while two nodes write it hides
 //! and doubles nothing. Fifty publishers on five connections share five
 //! consumers a node, and the group still splits all their partitions
-//! between the nodes, exactly once across a kill -9.
+//! between the nodes, exactly once across a kill -9. Two nodes commit one
+//! Iceberg table through the catalog's compare-and-set, and pyiceberg on
+//! the same PostgreSQL database reads every row once.
 
 mod common;
 
@@ -23,10 +25,10 @@ use serde_json::{Value, json};
 
 use common::block_on;
 use common::many;
-use common::peers::delta_py_with;
+use common::peers::{delta_py_with, iceberg_py_with};
 use common::postgres::Postgres;
 use common::s3::S3;
-use common::serve::{Server, broker, event_ids, poll, registered_with};
+use common::serve::{Server, broker, event_ids, poll, registered_declaring, registered_with};
 use common::stream::{clicks, produce};
 use common::tansu::Tansu;
 
@@ -320,15 +322,7 @@ fn a_partitioned_table_in_a_bucket_is_read_by_other_engines_from_its_partitions(
     let broker = broker();
     let bootstrap = broker.bootstrap_servers();
     let a = cluster.node("a");
-    let token = a.tenant("acme", json!({}));
-    a.cli_ok(&token, &["collection", "create", "events", "--bootstrap-servers", bootstrap]);
-    let declaration = common::serve::declaration(cluster.dir.path(), common::serve::QUICK);
-    let text = std::fs::read_to_string(&declaration)
-        .unwrap()
-        .replace("output_tables = [\"clicks\"]", "output_tables = [\"clicks\"]\npartition_by = [\"url\", \"day(ts)\"]");
-    std::fs::write(&declaration, text).unwrap();
-    let plugin = common::serve::plugin_path();
-    a.cli_ok(&token, &["publisher", "register", "events", declaration.to_str().unwrap(), "--plugin", &plugin]);
+    let token = registered_declaring(&a, cluster.dir.path(), bootstrap, "partition_by = [\"url\", \"day(ts)\"]");
     let values: Vec<String> = (0..100)
         .map(|i| {
             let url = ["/docs", "/a b?c"][i % 2];
@@ -399,6 +393,48 @@ fn two_nodes_and_another_engines_compactions_on_one_bucket_keep_every_row_once()
     assert_eq!(ids, expected, "weir's own export reads the whole log");
     let metrics = a.text("/metrics", common::serve::ADMIN);
     assert!(!metrics.contains("weir_table_versions_unlogged{"), "no version left out of the log: {metrics}");
+}
+
+/// Two nodes commit batches of one Iceberg table at once (the consumer group
+/// splits its partitions between them), each moving the table's pointer in
+/// the PostgreSQL catalog by compare-and-set, the loser making its metadata
+/// again: pyiceberg's SqlCatalog on the same database, reading the bucket,
+/// finds a snapshot for every version and every row once.
+#[test]
+fn two_nodes_commit_one_iceberg_table_through_the_catalogs_compare_and_set_every_row_once() {
+    const PARTITIONS: i64 = 4;
+    let postgres = Postgres::shared();
+    let s3 = S3::start("weir-iceberg");
+    let cluster = Shared::new(postgres, "cluster_iceberg", &s3, "iceberg");
+    let broker = Tansu::start();
+    broker.create_topic("clicks", PARTITIONS as u32);
+    let bootstrap = broker.address.clone();
+    let a = cluster.node("a");
+    let b = cluster.node("b");
+    let token = registered_declaring(&a, cluster.dir.path(), &bootstrap, "table_format = \"iceberg\"");
+    poll("the partitions split between the two nodes", || split_between(&b, &token, 2, PARTITIONS));
+
+    let (stop, producer) = steady_producer(bootstrap.clone(), 0, 20);
+    poll("rows committed by both nodes", || (committed_rows(&a, &token) >= 600).then_some(()));
+    stop.store(true, Ordering::SeqCst);
+    let total = producer.join().unwrap();
+    let versions = a.wait_for_rows(&token, "events", "clicks", total as u64);
+    let latest = versions.as_array().unwrap().last().unwrap()["version"].as_i64().unwrap();
+
+    let database = postgres.url("cluster_iceberg");
+    let read = iceberg_py_with(&["read", &database, "acme.events.clicks", "--columns", "event_id"], &s3.direct_env());
+    let ids: Vec<i64> = read["snapshots"].as_array().unwrap().iter().map(|s| s["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, (1..=latest).collect::<Vec<_>>(), "a snapshot for every version, each on the one before");
+    assert_eq!(read["current"], latest);
+    let mut expected: Vec<String> = (0..total).map(|i| format!("evt-{i}")).collect();
+    expected.sort();
+    for reader in ["pyiceberg", "polars"] {
+        let mut seen: Vec<String> =
+            read["rows"][reader].as_array().unwrap().iter().map(|r| r[0].as_str().unwrap().to_string()).collect();
+        seen.sort();
+        assert_eq!(seen, expected, "{reader} reads every message once");
+    }
+    assert!(read["location"].as_str().unwrap().starts_with("s3://weir-iceberg/iceberg/"), "{}", read["location"]);
 }
 
 /// What `/metrics` on `node` says each live node holds of `publisher`'s partitions.

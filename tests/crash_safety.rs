@@ -3,7 +3,9 @@
 //! multi-partition topic fills, restarted each time, and in the end every good
 //! message is in the committed table exactly once and every bad one is a dead
 //! letter exactly once. The broker (and, for the Avro run, the schema
-//! registry) lives in this test process, so it outlives every kill.
+//! registry) lives in this test process, so it outlives every kill. The JSON
+//! run's table is an Iceberg table too, and pyiceberg reads every row once
+//! from its last snapshot as well.
 
 mod common;
 
@@ -19,7 +21,7 @@ use weir::formats::confluent::frame;
 use weir::formats::registry::{SchemaType, value_subject};
 use weir::formats::{DataFormat, Format, encode_json_values};
 
-use common::peers::delta_py;
+use common::peers::{delta_py, iceberg_py};
 use common::stream::{CLICKS_SCHEMA, Harness, clicks, produce_bytes};
 
 const CLICKS_AVRO: &str = include_str!("../guest-examples/data/clicks.avsc");
@@ -40,24 +42,34 @@ schema = "clicks.json"
 /// How the topic's values are written: JSON, or Avro framed by a registry.
 struct Encoding {
     registry: Option<(EmbeddedRegistry, Format, u32)>,
+    iceberg: bool,
 }
 
 impl Encoding {
     fn json() -> Self {
-        Self { registry: None }
+        Self { registry: None, iceberg: false }
+    }
+
+    /// JSON, into an Iceberg table (`table_format = "iceberg"`).
+    fn json_iceberg() -> Self {
+        Self { registry: None, iceberg: true }
     }
 
     fn avro_registry() -> Self {
         let registry = EmbeddedRegistry::start().unwrap();
         let id = registry.register(&value_subject("clicks"), SchemaType::Avro, CLICKS_AVRO, vec![]).unwrap();
         let format = Format::parse(DataFormat::Avro, CLICKS_AVRO, None).unwrap();
-        Self { registry: Some((registry, format, id)) }
+        Self { registry: Some((registry, format, id)), iceberg: false }
     }
 
     fn declaration(&self) -> String {
-        match self.registry {
+        let text = match self.registry {
             None => DECLARATION.to_string(),
             Some(_) => DECLARATION.replace("\"json\"", "\"avro\"").replace("clicks.json", "clicks.avsc"),
+        };
+        match self.iceberg {
+            true => text.replacen("[source.kafka]", "table_format = \"iceberg\"\n[source.kafka]", 1),
+            false => text,
         }
     }
 
@@ -122,7 +134,7 @@ fn bad_messages(wave: usize) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_at_any_moment_nothing_is_lost_or_doubled() {
-    killed_over_and_over(Encoding::json()).await;
+    killed_over_and_over(Encoding::json_iceberg()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,7 +149,11 @@ async fn killed_over_and_over(encoding: Encoding) {
     std::fs::write(h.dir.path().join("clicks.avsc"), CLICKS_AVRO).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(20261129);
     let (mut good, mut bad) = (0usize, 0usize);
-    let points = ["after-decode", "during-publish", "after-publish", "after-catalog-commit"];
+    let points: Vec<&str> =
+        ["after-decode", "during-publish", "after-publish", "after-iceberg-metadata", "after-catalog-commit"]
+            .into_iter()
+            .filter(|p| encoding.iceberg || *p != "after-iceberg-metadata")
+            .collect();
     let mut crashed_at_points = 0;
 
     for round in 0..12 {
@@ -198,6 +214,19 @@ async fn killed_over_and_over(encoding: Encoding) {
     let mut ids = ids;
     ids.sort();
     every_reader_reads(&read, latest, &ids);
+
+    // An Iceberg table's last snapshot is the catalog's latest version, with every row once.
+    if encoding.iceberg {
+        let db = h.dir.path().join("catalog.db");
+        let read = iceberg_py(&["read", db.to_str().unwrap(), "events.clicks", "--columns", "event_id"]);
+        assert_eq!(read["current"], latest, "the pointer is at the latest version");
+        for reader in ["pyiceberg", "polars"] {
+            let mut seen: Vec<String> =
+                read["rows"][reader].as_array().unwrap().iter().map(|r| r[0].as_str().unwrap().to_string()).collect();
+            seen.sort();
+            assert_eq!(seen, ids, "{reader} reads every committed row once");
+        }
+    }
 }
 
 /// Killed between the catalog's commit and the Delta log's, with another

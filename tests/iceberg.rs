@@ -13,7 +13,7 @@ use weir::stream::WorkerOptions;
 use weir::tables::{self, TableFormat};
 
 use common::peers::iceberg_py;
-use common::serve::Server;
+use common::serve::{Server, registered_declaring};
 use common::stream::{Harness, clicks};
 
 fn read(h: &Harness, columns: &str, extra: &[&str]) -> Value {
@@ -169,15 +169,8 @@ fn weir_serve_is_an_iceberg_rest_catalog_each_tenant_seeing_its_own_tables() {
     let broker = common::serve::broker();
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
-    let token = server.tenant("acme", json!({}));
+    let token = registered_declaring(&server, dir.path(), broker.bootstrap_servers(), "table_format = \"iceberg\"");
     let other = server.tenant("globex", json!({}));
-    server.cli_ok(&token, &["collection", "create", "events", "--bootstrap-servers", broker.bootstrap_servers()]);
-    let declaration = common::serve::declaration(dir.path(), common::serve::QUICK);
-    let text = std::fs::read_to_string(&declaration).unwrap();
-    std::fs::write(&declaration, text.replacen("[source.kafka]", "table_format = \"iceberg\"\n\n[source.kafka]", 1))
-        .unwrap();
-    let plugin = common::serve::plugin_path();
-    server.cli_ok(&token, &["publisher", "register", "events", declaration.to_str().unwrap(), "--plugin", &plugin]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(common::stream::produce(broker.bootstrap_servers(), "clicks", &clicks(0, 150)));
     server.wait_for_rows(&token, "events", "clicks", 150);

@@ -82,7 +82,12 @@ pub fn delta_py_with<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, String
 
 /// Runs `tests/peers/iceberg.py` (pyiceberg's SqlCatalog on weir's catalog database, and Polars) with `args`.
 pub fn iceberg_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
-    let out = peer("iceberg.py", args, &[]);
+    iceberg_py_with(args, &[])
+}
+
+/// The same, with more environment (a bucket's `AWS_*` settings).
+pub fn iceberg_py_with<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, String)]) -> serde_json::Value {
+    let out = peer("iceberg.py", args, env);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("iceberg.py printed no JSON ({e}):\n{out}"))
 }
 

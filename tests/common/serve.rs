@@ -243,6 +243,15 @@ pub fn registered(server: &Server, dir: &Path, bootstrap: &str) -> String {
 
 /// The same, with these client settings (`KEY=VALUE`) on the connection.
 pub fn registered_with(server: &Server, dir: &Path, bootstrap: &str, settings: &[&str]) -> String {
+    registered_as(server, dir, bootstrap, settings, "")
+}
+
+/// The same, with `top` (top-level keys) in the publisher's declaration.
+pub fn registered_declaring(server: &Server, dir: &Path, bootstrap: &str, top: &str) -> String {
+    registered_as(server, dir, bootstrap, &[], top)
+}
+
+fn registered_as(server: &Server, dir: &Path, bootstrap: &str, settings: &[&str], top: &str) -> String {
     let token = server.tenant("acme", json!({}));
     let mut args = vec!["collection", "create", "events", "--bootstrap-servers", bootstrap];
     for setting in settings {
@@ -250,6 +259,8 @@ pub fn registered_with(server: &Server, dir: &Path, bootstrap: &str, settings: &
     }
     server.cli_ok(&token, &args);
     let decl = declaration(dir, QUICK);
+    let text = std::fs::read_to_string(&decl).unwrap().replacen("[source.kafka]", &format!("{top}\n[source.kafka]"), 1);
+    std::fs::write(&decl, text).unwrap();
     server.cli_ok(&token, &["publisher", "register", "events", decl.to_str().unwrap(), "--plugin", &plugin_path()]);
     token
 }

@@ -1,5 +1,6 @@
 """Reads weir's Iceberg tables as other engines do: pyiceberg's SqlCatalog
-pointed at weir's catalog database (SQLite file or PostgreSQL URL), or its
+pointed at weir's catalog database (SQLite file or PostgreSQL URL; a
+bucket's endpoint and keys from AWS_* in the environment), or its
 RestCatalog pointed at `weir serve`, and Polars' scan_iceberg over the
 table pyiceberg loads.
 
@@ -52,13 +53,24 @@ def main():
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.expressions import AlwaysTrue, EqualTo
 
+    # A bucket's settings, from the environment the tests give every S3 client.
+    io = {}
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        io = {
+            "s3.endpoint": os.environ["AWS_ENDPOINT_URL"],
+            "s3.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
+            "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"],
+            "s3.region": os.environ.get("AWS_REGION", "us-east-1"),
+        }
     if args.uri.startswith("http"):
         from pyiceberg.catalog.rest import RestCatalog
 
-        catalog = RestCatalog("weir", uri=args.uri, token=args.token)
+        catalog = RestCatalog("weir", uri=args.uri, token=args.token, **io)
     else:
         uri = args.uri if "://" in args.uri else "sqlite:///" + os.path.abspath(args.uri)
-        catalog = SqlCatalog("weir", uri=uri, init_catalog_tables="false")
+        # weir's PostgreSQL URL, as SQLAlchemy names the driver.
+        uri = uri.replace("postgres://", "postgresql+psycopg2://", 1)
+        catalog = SqlCatalog("weir", uri=uri, init_catalog_tables="false", **io)
     namespace = args.table.rsplit(".", 1)[0]
     if args.command == "refused":
         out = {}

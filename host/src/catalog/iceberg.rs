@@ -15,28 +15,18 @@ pub const CATALOG_NAME: &str = "weir";
 
 /// 10: the Iceberg SQL catalog's tables, as pyiceberg creates them; and each
 /// version's manifests (JSON), which the next version's manifest list names again.
-pub const ICEBERG_MIGRATION: Migration = Migration {
-    sqlite: "CREATE TABLE iceberg_tables (
-            catalog_name VARCHAR(255) NOT NULL, table_namespace VARCHAR(255) NOT NULL,
-            table_name VARCHAR(255) NOT NULL, metadata_location VARCHAR(1000),
-            previous_metadata_location VARCHAR(1000),
-            PRIMARY KEY (catalog_name, table_namespace, table_name));
-        CREATE TABLE iceberg_namespace_properties (
-            catalog_name VARCHAR(255) NOT NULL, namespace VARCHAR(255) NOT NULL,
-            property_key VARCHAR(255) NOT NULL, property_value VARCHAR(1000) NOT NULL,
-            PRIMARY KEY (catalog_name, namespace, property_key));
-        ALTER TABLE table_versions ADD COLUMN iceberg TEXT;",
-    postgres: "CREATE TABLE iceberg_tables (
-            catalog_name VARCHAR(255) NOT NULL, table_namespace VARCHAR(255) NOT NULL,
-            table_name VARCHAR(255) NOT NULL, metadata_location VARCHAR(1000),
-            previous_metadata_location VARCHAR(1000),
-            PRIMARY KEY (catalog_name, table_namespace, table_name));
-        CREATE TABLE iceberg_namespace_properties (
-            catalog_name VARCHAR(255) NOT NULL, namespace VARCHAR(255) NOT NULL,
-            property_key VARCHAR(255) NOT NULL, property_value VARCHAR(1000) NOT NULL,
-            PRIMARY KEY (catalog_name, namespace, property_key));
-        ALTER TABLE table_versions ADD COLUMN iceberg TEXT;",
-};
+pub const ICEBERG_MIGRATION: Migration = Migration { sqlite: ICEBERG_TABLES, postgres: ICEBERG_TABLES };
+
+const ICEBERG_TABLES: &str = "CREATE TABLE iceberg_tables (
+        catalog_name VARCHAR(255) NOT NULL, table_namespace VARCHAR(255) NOT NULL,
+        table_name VARCHAR(255) NOT NULL, metadata_location VARCHAR(1000),
+        previous_metadata_location VARCHAR(1000),
+        PRIMARY KEY (catalog_name, table_namespace, table_name));
+    CREATE TABLE iceberg_namespace_properties (
+        catalog_name VARCHAR(255) NOT NULL, namespace VARCHAR(255) NOT NULL,
+        property_key VARCHAR(255) NOT NULL, property_value VARCHAR(1000) NOT NULL,
+        PRIMARY KEY (catalog_name, namespace, property_key));
+    ALTER TABLE table_versions ADD COLUMN iceberg TEXT;";
 
 /// A table's Iceberg metadata, made for `version`, to become current when
 /// that version commits (`tables::iceberg::prepare`).

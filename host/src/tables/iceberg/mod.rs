@@ -74,6 +74,7 @@ pub fn commit(
             version.iceberg = None;
             let (commit, keys) = prepare(catalog, batch.collection, &version.table, Some(version))?;
             (version.iceberg, made) = (Some(commit), keys);
+            crate::crash::point("after-iceberg-metadata");
         }
         let committed = catalog.commit(batch);
         if committed.is_err() {
