@@ -72,18 +72,22 @@ impl Catalog {
         row.get(0)
     }
 
-    /// The manifests (JSON) versions up to `version` kept, newest first.
+    /// The manifests (JSON) versions up to `version` kept, newest first (at most `limit` versions').
     pub fn iceberg_manifests(
         &self,
         collection: &str,
         table: &str,
         version: i64,
+        limit: Option<usize>,
     ) -> Result<Vec<(i64, String)>, CatalogError> {
+        let limit = limit.map_or(String::new(), |n| format!(" LIMIT {n}"));
         let rows = self.db.run(|sql| {
             sql.query(
-                "SELECT v.version, v.iceberg FROM table_versions v JOIN tables t ON t.id = v.table_id
-                 WHERE t.collection = ?1 AND t.name = ?2 AND v.version <= ?3 AND v.iceberg IS NOT NULL
-                 ORDER BY v.version DESC",
+                &format!(
+                    "SELECT v.version, v.iceberg FROM table_versions v JOIN tables t ON t.id = v.table_id
+                     WHERE t.collection = ?1 AND t.name = ?2 AND v.version <= ?3 AND v.iceberg IS NOT NULL
+                     ORDER BY v.version DESC{limit}"
+                ),
                 args![collection, table, version],
             )
         })?;

@@ -191,7 +191,7 @@ pub fn vacuum(
     // The manifests the kept snapshots' lists name: back to the restart at or before the oldest.
     let oldest = snapshots.iter().filter_map(|s| s["snapshot-id"].as_i64()).min().unwrap_or(kept_from);
     let current = metadata["current-snapshot-id"].as_i64().unwrap_or(0);
-    for (version, text) in catalog.iceberg_manifests(collection, table, current)? {
+    for (version, text) in catalog.iceberg_manifests(collection, table, current, None)? {
         let kept: Kept = serde_json::from_str(&text)?;
         needed.extend(kept.manifests.iter().filter_map(|m| key(&m.location)));
         if kept.restart && version <= oldest {
@@ -287,7 +287,8 @@ fn prepare(
     // The manifests: this version's files after the chain, or every live file.
     let kept: Vec<(i64, Kept)> = match parent {
         Some(p) => catalog
-            .iceberg_manifests(collection, table, p)?
+            // A list holds fewer than MAX_MANIFESTS, one a version: no more rows are needed.
+            .iceberg_manifests(collection, table, p, Some(MAX_MANIFESTS))?
             .into_iter()
             .map(|(v, text)| Ok((v, serde_json::from_str(&text)?)))
             .collect::<anyhow::Result<_>>()?,
@@ -356,7 +357,11 @@ fn prepare(
 
     // The metadata: the previous one's, with this snapshot (and schema) added.
     let now = crate::catalog::now_ms();
-    let record = catalog.table_record(collection, table)?;
+    // A new table's Iceberg id is its Delta id (the table's record is read for nothing else).
+    let record = match previous {
+        None => catalog.table_record(collection, table)?,
+        Some(_) => None,
+    };
     let mut metadata = previous.clone().unwrap_or_else(|| {
         json!({
             "format-version": 2,
