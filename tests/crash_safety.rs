@@ -220,7 +220,7 @@ async fn killed_over_and_over(encoding: Encoding) {
         let db = h.dir.path().join("catalog.db");
         let read = iceberg_py(&["read", db.to_str().unwrap(), "events.clicks", "--columns", "event_id"]);
         assert_eq!(read["current"], latest, "the pointer is at the latest version");
-        for reader in ["pyiceberg", "polars"] {
+        for reader in ["pyiceberg", "polars", "duckdb"] {
             let mut seen: Vec<String> =
                 read["rows"][reader].as_array().unwrap().iter().map(|r| r[0].as_str().unwrap().to_string()).collect();
             seen.sort();

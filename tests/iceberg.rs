@@ -1,10 +1,11 @@
 //! Iceberg tables (`table_format = "iceberg"`): each weir version is an
 //! Iceberg snapshot, and weir's catalog database is the Iceberg SQL catalog,
-//! read here by pyiceberg's `SqlCatalog` pointed at it and by Polars over
-//! what pyiceberg loads: the rows of every snapshot, the offsets in each
-//! snapshot's summary, partition pruning, and a vacuum's compaction and
-//! snapshot expiry; and `weir serve` as an Iceberg REST catalog, through
-//! pyiceberg's RestCatalog.
+//! read here by pyiceberg's `SqlCatalog` pointed at it, by Polars over what
+//! pyiceberg loads, and by DuckDB's iceberg extension over the current
+//! metadata file: the rows of every snapshot, the offsets in each snapshot's
+//! summary, pruning by partitions and column bounds in each reader's own plan,
+//! and a vacuum's compaction and snapshot expiry; and `weir serve` as an
+//! Iceberg REST catalog, through pyiceberg's RestCatalog.
 
 mod common;
 
@@ -23,6 +24,15 @@ fn read(h: &Harness, columns: &str, extra: &[&str]) -> Value {
     iceberg_py(&args)
 }
 
+/// Every reader iceberg.py runs over a local table.
+const READERS: [&str; 3] = ["pyiceberg", "polars", "duckdb"];
+
+fn rows_sorted(rows: &Value) -> Vec<String> {
+    let mut rows: Vec<String> = rows.as_array().unwrap().iter().map(Value::to_string).collect();
+    rows.sort();
+    rows
+}
+
 fn ids(rows: &Value) -> Vec<String> {
     let mut ids: Vec<String> = rows.as_array().unwrap().iter().map(|r| r[0].as_str().unwrap().to_string()).collect();
     ids.sort();
@@ -36,14 +46,27 @@ fn expected(range: std::ops::Range<usize>) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_version_is_a_snapshot_pyiceberg_and_polars_read_through_weirs_catalog_and_vacuum_keeps_them_whole() {
+async fn every_version_is_a_snapshot_pyiceberg_polars_and_duckdb_read_through_weirs_catalog_and_vacuum_keeps_them_whole()
+ {
     let h = Harness::new(1);
-    h.produce("clicks", &clicks(0, 200)).await;
+    // The clicks, a minute apart from 10:00.
+    let messages: Vec<String> = clicks(0, 200)
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut click: Value = serde_json::from_str(m).unwrap();
+            click["ts"] = json!(format!("2026-11-29T{:02}:{:02}:00Z", 10 + i / 60, i % 60));
+            click.to_string()
+        })
+        .collect();
+    h.produce("clicks", &messages).await;
     let mut publisher = h.publisher("read-clicks", json!({"kafka.messages_rollover": 50}), None);
     publisher.table_format = TableFormat::Iceberg;
+    let name = publisher.id();
     let mut w = h.start(publisher, WorkerOptions::default());
     w.commits_until(200).await;
     w.stop().await;
+    let executions = h.catalog.executions(&name).unwrap();
 
     let read_all = read(&h, "event_id,user_id,_offset", &[]);
     assert_eq!(read_all["namespaces"], json!(["events"]), "{read_all}");
@@ -61,23 +84,32 @@ async fn every_version_is_a_snapshot_pyiceberg_and_polars_read_through_weirs_cat
         // Where the publisher resumes, as the Delta log's transaction ids say it.
         let offsets: Value = serde_json::from_str(s["summary"]["weir.offsets"].as_str().unwrap()).unwrap();
         assert_eq!(offsets["events/read_clicks/clicks/0"], json!(50 * v), "{offsets}");
+        // And the execution that committed it, as weir's executions say.
+        let execution = executions.iter().find(|e| e.table_version == Some(v)).expect("an execution");
+        assert_eq!(s["summary"]["weir.execution"], execution.id.to_string(), "{s}");
     }
     let schema = read_all["schema"].as_array().unwrap();
     assert_eq!(schema[0], json!([1, "event_id", "string", false]), "{schema:?}");
     assert!(schema.iter().any(|f| f[1] == "_timestamp" && f[2] == "timestamptz"), "{schema:?}");
-    for reader in ["pyiceberg", "polars"] {
+    for reader in READERS {
         assert_eq!(ids(&read_all["rows"][reader]), expected(0..200), "{reader}");
     }
     // Time travel: snapshot 2 is the first two batches.
     let at_2 = read(&h, "event_id", &["--snapshot", "2"]);
-    for reader in ["pyiceberg", "polars"] {
+    for reader in READERS {
         assert_eq!(ids(&at_2["rows"][reader]), expected(0..100), "{reader} at snapshot 2");
     }
-    // Column statistics prune files: one batch holds offsets 100..150.
-    let pruned = read(&h, "event_id", &["--where", "_offset=120"]);
-    assert_eq!(pruned["files"].as_array().unwrap().len(), 4);
-    assert_eq!(pruned["pruned_files"].as_array().unwrap().len(), 1, "{pruned}");
-    assert_eq!(ids(&pruned["rows"]["pyiceberg"]), ["evt-120"]);
+    // Column statistics prune files, for pyiceberg's plan and DuckDB's: one batch holds
+    // offsets 100..150, and the clicks of 12:00 (the 120th) to 12:49.
+    for filter in ["_offset=120", "ts=2026-11-29T12:00:00+00:00"] {
+        let pruned = read(&h, "event_id", &["--where", filter]);
+        assert_eq!(pruned["files"].as_array().unwrap().len(), 4);
+        assert_eq!(pruned["pruned_files"].as_array().unwrap().len(), 1, "{filter}: {pruned}");
+        assert_eq!(pruned["duckdb_files_read"], 1, "{filter}");
+        for reader in READERS {
+            assert_eq!(ids(&pruned["rows"][reader]), ["evt-120"], "{filter}: {reader}");
+        }
+    }
 
     // A vacuum keeping one version: older snapshots expire, the compaction is a snapshot of its own.
     let vacuumed = tables::vacuum::vacuum(&h.catalog, "events", "clicks", 1).unwrap();
@@ -88,7 +120,7 @@ async fn every_version_is_a_snapshot_pyiceberg_and_polars_read_through_weirs_cat
     // Versions 1 to 3's files compacted into one; version 4's stays.
     assert_eq!(after["files"].as_array().unwrap().len(), 2, "{after}");
     assert_eq!(after["snapshots"][1]["summary"]["operation"], "replace", "the same rows, in other files");
-    for reader in ["pyiceberg", "polars"] {
+    for reader in READERS {
         assert_eq!(ids(&after["rows"][reader]), expected(0..200), "{reader} after the compaction");
     }
     // What only the expired snapshots named is gone (their manifest lists and metadata files);
@@ -106,7 +138,9 @@ async fn every_version_is_a_snapshot_pyiceberg_and_polars_read_through_weirs_cat
         "{names:?}"
     );
     let at_4 = read(&h, "event_id", &["--snapshot", "4"]);
-    assert_eq!(ids(&at_4["rows"]["pyiceberg"]), expected(0..200), "the kept snapshot lost no file");
+    for reader in READERS {
+        assert_eq!(ids(&at_4["rows"][reader]), expected(0..200), "{reader}: the kept snapshot lost no file");
+    }
     // weir's Delta readers read the same table.
     let snapshot = tables::snapshot(&h.catalog, "events", "clicks", None).unwrap();
     assert_eq!(tables::sample(h.catalog.store(), &snapshot, usize::MAX).unwrap().len(), 200);
@@ -153,13 +187,17 @@ async fn a_partitioned_table_has_icebergs_own_spec_and_readers_prune_by_it() {
     // The partition column the files lack comes from each file's partition.
     assert_eq!(rows.iter().filter(|r| r[1] == "DE").count(), 40, "{rows:?}");
     assert_eq!(rows.iter().filter(|r| r[1].is_null()).count(), 40);
+    for reader in ["duckdb", "polars"] {
+        assert_eq!(rows_sorted(&all["rows"][reader]), rows_sorted(&all["rows"]["pyiceberg"]), "{reader}");
+    }
     let files = all["files"].as_array().unwrap().len();
     let de = read(&h, "event_id,country", &["--where", "country=DE"]);
     let pruned = de["pruned_files"].as_array().unwrap().len();
     assert!(pruned * 3 <= files && pruned > 0, "a third of the files or fewer: {pruned} of {files}");
+    assert_eq!(de["duckdb_files_read"], pruned, "DuckDB's plan reads the partition's files only");
     let mut want: Vec<String> = (0..120).filter(|i| i % 3 == 0).map(|i| format!("evt-{i}")).collect();
     want.sort();
-    for reader in ["pyiceberg", "polars"] {
+    for reader in READERS {
         assert_eq!(ids(&de["rows"][reader]), want, "{reader}");
     }
 }
@@ -179,7 +217,7 @@ fn weir_serve_is_an_iceberg_rest_catalog_each_tenant_seeing_its_own_tables() {
     let rest = iceberg_py(&["read", &url, "acme.events.clicks", "--token", &token, "--columns", "event_id"]);
     assert_eq!(rest["namespaces"], json!(["acme.events"]), "{rest}");
     assert_eq!(rest["tables"], json!(["acme.events.clicks"]));
-    for reader in ["pyiceberg", "polars"] {
+    for reader in READERS {
         assert_eq!(ids(&rest["rows"][reader]), expected(0..150), "{reader} through the REST catalog");
     }
     // The same table through the SQL catalog, weir's database itself.

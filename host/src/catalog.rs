@@ -85,6 +85,9 @@ pub enum CatalogError {
     /// it (another node committed): made again from the new one, it commits.
     #[error("Iceberg table `{table}` moved on while this commit was made; it is made again")]
     IcebergMoved { table: String },
+    /// A file the commit writes in its transaction could not be written.
+    #[error("{0:#}")]
+    Store(anyhow::Error),
 }
 
 /// The offsets of one partition a batch covers.
@@ -477,6 +480,9 @@ impl Catalog {
                         return Err(CatalogError::IcebergMoved { table: version.table.clone() });
                     }
                     iceberg::move_pointer(tx, table_id, iceberg)?;
+                    // The metadata file names the execution: written now, under the table's lock.
+                    iceberg.write(&self.store, Some(execution_id)).map_err(CatalogError::Store)?;
+                    crate::crash::point("after-iceberg-metadata");
                 }
                 version_number = Some(next);
             }

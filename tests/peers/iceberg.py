@@ -1,10 +1,11 @@
 """Reads weir's Iceberg tables as other engines do: pyiceberg's SqlCatalog
 pointed at weir's catalog database (SQLite file or PostgreSQL URL; a
 bucket's endpoint and keys from AWS_* in the environment), or its
-RestCatalog pointed at `weir serve`, and Polars' scan_iceberg over the
-table pyiceberg loads.
+RestCatalog pointed at `weir serve`, Polars' scan_iceberg over the table
+pyiceberg loads, and DuckDB's iceberg_scan over its metadata file (local
+tables only: DuckDB's S3 extension cannot be had here).
 
-    python3 iceberg.py read URI NAMESPACE.TABLE --columns a,b [--snapshot ID] [--where COLUMN=VALUE (an integer if it is one)]
+    python3 iceberg.py read URI NAMESPACE.TABLE --columns a,b [--snapshot ID] [--where COLUMN=VALUE (an integer or an ISO date-time if it is one)]
     python3 iceberg.py read http://HOST:PORT/iceberg NAMESPACE.TABLE --token TOKEN --columns a,b
     python3 iceberg.py refused http://HOST:PORT/iceberg NAMESPACE.TABLE --token TOKEN
 
@@ -13,8 +14,8 @@ namespace's tables and creating a namespace raises (or null).
 
 Prints JSON: the catalog's namespaces and tables, the table's snapshots (id,
 parent, summary), schema, partition spec, the files a scan plans (with and
-without the filter), and the rows each reader returns, as lists of the
-chosen columns.
+without the filter; and how many DuckDB read, from its own plan), and the
+rows each reader returns, as lists of the chosen columns.
 """
 
 import argparse
@@ -36,6 +37,43 @@ def plain(value):
 def rows_of(arrow, columns):
     cols = [arrow.column(c).to_pylist() for c in columns]
     return [[plain(v) for v in row] for row in zip(*cols)]
+
+
+def duckdb_connection():
+    import duckdb
+    import duckdb_extension_avro
+    import duckdb_extension_iceberg
+
+    # DuckDB cannot download extensions here: load the ones the wheels carry.
+    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    for extension in (duckdb_extension_avro, duckdb_extension_iceberg):
+        root = os.path.join(os.path.dirname(extension.__file__), "extensions")
+        (path,) = [
+            os.path.join(d, f) for d, _, files in os.walk(root) for f in files if f.endswith(".duckdb_extension")
+        ]
+        con.execute(f"LOAD '{path}'")
+    return con
+
+
+def read_duckdb(metadata, columns, snapshot, where):
+    """DuckDB's rows, and the number of files its plan read."""
+    con = duckdb_connection()
+    scan = "iceberg_scan(?" + (f", snapshot_from_id => {snapshot})" if snapshot else ")")
+    sql = f"SELECT {', '.join(columns)} FROM {scan}"
+    params = [metadata]
+    if where:
+        column, value = where
+        sql += f" WHERE {column} = ?"
+        params.append(value)
+    rows = rows_of(con.execute(sql, params).fetch_arrow_table(), columns)
+    con.execute("PRAGMA enable_profiling = 'json'")
+    (_, profile), *_ = con.execute("EXPLAIN ANALYZE " + sql, params).fetchall()
+
+    def files_read(node):
+        read = node.get("extra_info", {}).get("Total Files Read")
+        return int(read) if read is not None else sum(files_read(c) for c in node.get("children", []))
+
+    return rows, files_read(json.loads(profile))
 
 
 def main():
@@ -92,6 +130,10 @@ def main():
     if args.where:
         column, value = args.where.split("=", 1)
         value = int(value) if value.lstrip("-").isdigit() else value
+        try:
+            value = datetime.datetime.fromisoformat(value)
+        except (TypeError, ValueError):
+            pass
         row_filter = EqualTo(column, value)
     scan = table.scan(row_filter=row_filter, snapshot_id=args.snapshot)
     everything = table.scan(snapshot_id=args.snapshot)
@@ -119,6 +161,11 @@ def main():
     if args.where:
         lazy = lazy.filter(pl.col(column) == value)
     out["rows"]["polars"] = rows_of(lazy.select(columns).collect().to_arrow(), columns)
+    if not table.metadata_location.startswith("s3://"):
+        where = (column, value) if args.where else None
+        out["rows"]["duckdb"], out["duckdb_files_read"] = read_duckdb(
+            table.metadata_location, columns, args.snapshot, where
+        )
     json.dump(out, sys.stdout, default=str)
 
 

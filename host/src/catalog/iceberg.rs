@@ -36,10 +36,29 @@ pub struct IcebergCommit {
     pub name: String,
     /// The metadata file it was made from: the pointer moves only from there.
     pub expected: Option<String>,
+    /// Its metadata file: its key in the store, its location as readers open it, and what it holds.
+    pub key: String,
     pub location: String,
+    pub metadata: serde_json::Value,
     pub version: i64,
     /// The version's manifests (JSON), kept with it (`None`: it keeps those it has).
     pub manifests: Option<String>,
+}
+
+impl IcebergCommit {
+    /// Writes the metadata file; a new version's with the id of the execution
+    /// that commits it in its snapshot's summary (`weir.execution`), which is
+    /// known only inside that transaction.
+    pub fn write(&self, store: &crate::store::Store, execution: Option<i64>) -> anyhow::Result<()> {
+        let mut metadata = self.metadata.clone();
+        if let Some(id) = execution {
+            let snapshots = metadata["snapshots"].as_array_mut().into_iter().flatten();
+            for snapshot in snapshots.filter(|s| s["snapshot-id"] == self.version) {
+                snapshot["summary"]["weir.execution"] = id.to_string().into();
+            }
+        }
+        store.put(&self.key, serde_json::to_vec(&metadata)?.into())
+    }
 }
 
 /// The Iceberg namespace of a collection (`tenant/collection` → `tenant.collection`).

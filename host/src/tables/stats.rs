@@ -1,11 +1,12 @@
 //! A data file's Delta statistics (the `add` action's `stats`), taken from
 //! the parquet footer the writer just wrote: the row count, and each top-level
-//! column's null count and, for numbers, dates and strings known exactly, its
-//! minimum and maximum, so engines can skip files (`_offset`, `_partition` …).
-//! Timestamps get no bounds: Delta keeps them to the millisecond, which a
-//! microsecond maximum would round below its true value.
+//! column's null count and, for numbers, dates, timestamps and strings known
+//! exactly, its minimum and maximum, so engines can skip files (`_offset`,
+//! `_timestamp`, `_partition` …). Delta writes timestamps to the millisecond:
+//! a minimum is rounded down to it and a maximum up, so they still bound every
+//! value (the protocol asks bounds, not the values themselves).
 
-use arrow::datatypes::{DataType, Schema};
+use arrow::datatypes::{DataType, Schema, TimeUnit};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::statistics::Statistics;
 use serde_json::{Map, Value, json};
@@ -55,6 +56,23 @@ fn bounds_of(stats: &Statistics, data_type: &DataType) -> Option<(Value, Value)>
         }
         (Statistics::Int32(s), DataType::Date32) => pair(json!(date(*s.min_opt()?)?), json!(date(*s.max_opt()?)?)),
         (Statistics::Int64(s), DataType::Int64) => pair(json!(s.min_opt()?), json!(s.max_opt()?)),
+        (Statistics::Int64(s), DataType::Timestamp(unit, zone)) => {
+            let millis = |v: i64, up: bool| -> Option<i64> {
+                let per_milli = match unit {
+                    TimeUnit::Second => return v.checked_mul(1000),
+                    TimeUnit::Millisecond => return Some(v),
+                    TimeUnit::Microsecond => 1_000,
+                    TimeUnit::Nanosecond => 1_000_000,
+                };
+                Some(if up {
+                    v.div_euclid(per_milli) + i64::from(v.rem_euclid(per_milli) != 0)
+                } else {
+                    v.div_euclid(per_milli)
+                })
+            };
+            let text = |ms: i64| timestamp(ms, zone.is_some());
+            pair(json!(text(millis(*s.min_opt()?, false)?)?), json!(text(millis(*s.max_opt()?, true)?)?))
+        }
         (Statistics::Float(s), DataType::Float32) if s.min_opt()?.is_finite() && s.max_opt()?.is_finite() => {
             pair(json!(s.min_opt()?), json!(s.max_opt()?))
         }
@@ -75,6 +93,16 @@ fn bounds_of(stats: &Statistics, data_type: &DataType) -> Option<(Value, Value)>
 fn date(days: i32) -> Option<String> {
     let date = chrono_free_date(days as i64)?;
     Some(format!("{:04}-{:02}-{:02}", date.0, date.1, date.2))
+}
+
+/// Milliseconds since the epoch as Delta writes a timestamp's statistic:
+/// `2026-11-28T09:30:00.120Z`, without the `Z` for one without a time zone.
+fn timestamp(ms: i64, utc: bool) -> Option<String> {
+    let (days, in_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    let (year, month, day) = chrono_free_date(days)?;
+    let (h, m, s, milli) = (in_day / 3_600_000, in_day / 60_000 % 60, in_day / 1000 % 60, in_day % 1000);
+    let zone = if utc { "Z" } else { "" };
+    Some(format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}{zone}"))
 }
 
 /// The civil date of a day number (Howard Hinnant's algorithm).
@@ -114,7 +142,7 @@ fn less(a: &Value, b: &Value) -> bool {
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{ArrayRef, Date32Array, Int64Array, RecordBatch, StringArray};
+    use arrow::array::{ArrayRef, Date32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
     use parquet::arrow::ArrowWriter;
     use parquet::file::properties::WriterProperties;
 
@@ -126,6 +154,20 @@ mod tests {
             ("_offset", Arc::new(Int64Array::from(vec![Some(7), None, Some(-3), Some(12)])) as ArrayRef),
             ("name", Arc::new(StringArray::from(vec![Some("b"), Some("a"), None, Some("c")])) as ArrayRef),
             ("day", Arc::new(Date32Array::from(vec![0, 19_723, -1, 59]))),
+            // 2026-11-28T09:30:00.120001Z, …00.999999, …00.000000, 1969-12-31T23:59:59.999500
+            (
+                "_timestamp",
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![
+                        1_795_858_200_120_001,
+                        1_795_858_200_999_999,
+                        1_795_858_200_000_000,
+                        -500,
+                    ])
+                    .with_timezone("UTC"),
+                ),
+            ),
+            ("local", Arc::new(TimestampMicrosecondArray::from(vec![Some(1_500), None, None, Some(2_000)]))),
         ])
         .unwrap();
         let props = WriterProperties::builder().set_max_row_group_row_count(Some(2)).build();
@@ -138,9 +180,12 @@ mod tests {
             stats,
             json!({
                 "numRecords": 4,
-                "minValues": { "_offset": -3, "name": "a", "day": "1969-12-31" },
-                "maxValues": { "_offset": 12, "name": "c", "day": "2024-01-01" },
-                "nullCount": { "_offset": 1, "name": 1, "day": 0 },
+                "minValues": { "_offset": -3, "name": "a", "day": "1969-12-31",
+                               "_timestamp": "1969-12-31T23:59:59.999Z", "local": "1970-01-01T00:00:00.001" },
+                // Maxima rounded up to the millisecond, bounding the microseconds.
+                "maxValues": { "_offset": 12, "name": "c", "day": "2024-01-01",
+                               "_timestamp": "2026-11-28T09:30:01.000Z", "local": "1970-01-01T00:00:00.002" },
+                "nullCount": { "_offset": 1, "name": 1, "day": 0, "_timestamp": 0, "local": 2 },
             })
         );
     }

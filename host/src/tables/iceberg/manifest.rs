@@ -236,7 +236,7 @@ const MANIFEST_LIST_SCHEMA: &str = r#"{"type": "record", "name": "manifest_file"
      "default": null, "field-id": 507}]}"#;
 
 /// Iceberg's column statistics from a file's Delta statistics: value and
-/// null counts, and bounds of the top-level columns Delta bounds exactly.
+/// null counts, and bounds of the top-level columns Delta bounds.
 fn column_stats(stats: Option<&str>, columns: &Value) -> [Datum; 4] {
     let stats: Value = stats.and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
     let (mut values, mut nulls, mut lower, mut upper) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -248,7 +248,7 @@ fn column_stats(stats: Option<&str>, columns: &Value) -> [Datum; 4] {
         if let Some(rows) = stats["numRecords"].as_i64() {
             values.push(pair(id, Datum::Long(rows)));
         }
-        let bound = |v: &Value| -> Option<Vec<u8>> {
+        let bound = |v: &Value, upper: bool| -> Option<Vec<u8>> {
             Some(match field["type"].as_str()? {
                 "long" => v.as_i64()?.to_le_bytes().to_vec(),
                 "int" => (v.as_i64()? as i32).to_le_bytes().to_vec(),
@@ -259,10 +259,22 @@ fn column_stats(stats: Option<&str>, columns: &Value) -> [Datum; 4] {
                     let d = NaiveDate::parse_from_str(v.as_str()?, "%Y-%m-%d").ok()?;
                     ((d - NaiveDate::from_ymd_opt(1970, 1, 1)?).num_days() as i32).to_le_bytes().to_vec()
                 }
+                // Delta's timestamps are to the millisecond, and a maximum may
+                // have been cut to it: it bounds the microseconds up to 999 after.
+                kind @ ("timestamp" | "timestamptz") => {
+                    let text = v.as_str()?;
+                    let at = if kind == "timestamptz" {
+                        chrono::DateTime::parse_from_rfc3339(text).ok()?.timestamp_micros()
+                    } else {
+                        NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").ok()?.and_utc().timestamp_micros()
+                    };
+                    (at + if upper { 999 } else { 0 }).to_le_bytes().to_vec()
+                }
                 _ => return None,
             })
         };
-        if let (Some(lo), Some(hi)) = (bound(&stats["minValues"][name]), bound(&stats["maxValues"][name])) {
+        if let (Some(lo), Some(hi)) = (bound(&stats["minValues"][name], false), bound(&stats["maxValues"][name], true))
+        {
             lower.push(pair(id, Datum::Bytes(lo)));
             upper.push(pair(id, Datum::Bytes(hi)));
         }

@@ -72,9 +72,11 @@ pub fn commit(
         let mut made = Vec::new();
         if let (true, Some(version)) = (iceberg, batch.version.as_mut()) {
             version.iceberg = None;
+            // Its metadata file is written in the commit's transaction (`IcebergCommit::write`).
             let (commit, keys) = prepare(catalog, batch.collection, &version.table, Some(version))?;
-            (version.iceberg, made) = (Some(commit), keys);
-            crate::crash::point("after-iceberg-metadata");
+            made = keys;
+            made.push(commit.key.clone());
+            version.iceberg = Some(commit);
         }
         let committed = catalog.commit(batch);
         if committed.is_err() {
@@ -101,7 +103,9 @@ pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<
         if latest == 0 || current == Some(latest) {
             return Ok(false);
         }
-        let (commit, made) = prepare(catalog, collection, table, None)?;
+        let (commit, mut made) = prepare(catalog, collection, table, None)?;
+        commit.write(catalog.store(), None)?;
+        made.push(commit.key.clone());
         match catalog.move_iceberg(collection, table, &commit) {
             Ok(()) => return Ok(true),
             Err(e) => {
@@ -145,19 +149,21 @@ fn expire(catalog: &Catalog, collection: &str, table: &str, before: i64) -> anyh
         metadata["last-updated-ms"] = json!(now);
         let dir = table_dir(collection, table);
         let key = format!("{dir}/metadata/{current:05}-{}.metadata.json", crate::catalog::new_uuid());
-        store.put(&key, serde_json::to_vec(&metadata)?.into())?;
         let commit = IcebergCommit {
             namespace: namespace.clone(),
             name: table.to_string(),
             expected: Some(location),
             location: uri(store, &key),
+            key,
+            metadata,
             version: current,
             manifests: None,
         };
+        commit.write(store, None)?;
         match catalog.move_iceberg(collection, table, &commit) {
             Ok(()) => return Ok(count),
             Err(e) => {
-                let _ = store.delete(&key);
+                let _ = store.delete(&commit.key);
                 if !matches!(e, CatalogError::IcebergMoved { .. }) || attempt >= ATTEMPTS {
                     return Err(e.into());
                 }
@@ -235,7 +241,8 @@ fn read_metadata(store: &Store, collection: &str, table: &str, location: &str) -
 
 /// Makes the table's Iceberg metadata for `new` (the version about to be
 /// committed), or for the latest committed version when `new` is `None`;
-/// writes its files and returns what moves the pointer, with their keys.
+/// writes its manifest and manifest list and returns their keys, and what
+/// writes the metadata file and moves the pointer.
 fn prepare(
     catalog: &Catalog,
     collection: &str,
@@ -442,8 +449,6 @@ fn prepare(
     metadata["last-sequence-number"] = json!(version);
     metadata["last-updated-ms"] = json!(now);
     let metadata_key = format!("{dir}/metadata/{version:05}-{}.metadata.json", crate::catalog::new_uuid());
-    store.put(&metadata_key, serde_json::to_vec(&metadata)?.into())?;
-    made.push(metadata_key.clone());
 
     let kept = Kept { restart: !continues, manifests: vec![manifest] };
     let commit = IcebergCommit {
@@ -451,6 +456,8 @@ fn prepare(
         name: table.to_string(),
         expected,
         location: uri(store, &metadata_key),
+        key: metadata_key,
+        metadata,
         version,
         manifests: Some(serde_json::to_string(&kept)?),
     };
