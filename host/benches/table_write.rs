@@ -4,10 +4,13 @@
 //! weir's own writer on one-row files, as a burst of one message to each of
 //! many publishers writes them (two at a time).
 //! Then weir's table writer over the same events, unpartitioned and under
-//! several `partition_by`s: the CPU a message and the files it makes.
+//! several `partition_by`s: the CPU a message and the files it makes. Last,
+//! a table of 30 days of events, committed as weir commits (Delta log and
+//! Iceberg metadata), and DuckDB's time for one day's rows from it.
 //! `cargo bench -p weir --bench table_write` (needs `python3 -c 'import duckdb'`,
 //! which `scripts/setup.sh` installs); `-- --one-row` for the one-row files
-//! only, `-- --partitioned` for the partitioned writes only.
+//! only, `-- --partitioned` for the partitioned writes only, `-- --days` for
+//! DuckDB's one-day query on a 30-day table, partitioned by day and not.
 
 use std::path::Path;
 use std::process::Command;
@@ -38,6 +41,9 @@ fn main() {
     }
     if std::env::args().any(|a| a == "--partitioned") {
         return partitioned(dir.path(), &rows);
+    }
+    if std::env::args().any(|a| a == "--days") {
+        return days(&rows[0]);
     }
     let settings: Vec<(&str, WriterProperties)> = vec![
         ("zstd(3), dictionary (parquet's default)", props(Compression::ZSTD(ZstdLevel::default()), true, None)),
@@ -103,6 +109,112 @@ fn partitioned(dir: &Path, rows: &[RecordBatch]) {
         let name = if spec.is_empty() { "none".to_string() } else { format!("{spec:?}") };
         println!("{name:<44} {per_message:>12.3} {files:>10}");
     }
+}
+
+/// 30 days of events in 30 batches of 20,000, committed to four tables (in
+/// time order: a batch a day, as a stream writes them; out of order: each
+/// batch holding every day, as late events or a backfill do; each
+/// unpartitioned and by `day(ts)`), each a Delta and an Iceberg table; then
+/// DuckDB counting one day's rows (`ts` in the day) through each, median of
+/// five, with the files its plan read.
+fn days(rows: &RecordBatch) {
+    use arrow::array::{ArrayRef, TimestampMicrosecondArray};
+    use common::delta::stage;
+    use weir::catalog::Catalog;
+    const DAYS: i64 = 30;
+    const ROWS: usize = 21_000;
+    const DAY_US: i64 = 86_400_000_000;
+    let start = 1_793_836_800_000_000; // 2026-11-05T00:00:00Z
+    let ts_index = rows.schema().index_of("ts").unwrap();
+    let zone = match rows.schema().field(ts_index).data_type() {
+        arrow::datatypes::DataType::Timestamp(_, zone) => zone.clone(),
+        other => panic!("ts is {other}"),
+    };
+    // Batch `b`'s row `i`: in time order, day b; out of order, day i mod 30.
+    let batch = |b: i64, ordered: bool| {
+        let ts = (0..ROWS as i64).map(|i| {
+            let (day, in_day) = if ordered { (b, i) } else { (i % DAYS, i / DAYS * DAYS) };
+            start + day * DAY_US + in_day * (DAY_US / ROWS as i64)
+        });
+        let ts: ArrayRef = Arc::new(TimestampMicrosecondArray::from_iter_values(ts).with_timezone_opt(zone.clone()));
+        let mut columns = rows.slice(0, ROWS).columns().to_vec();
+        columns[ts_index] = ts;
+        RecordBatch::try_new(rows.schema(), columns).unwrap()
+    };
+    println!(
+        "{DAYS} days of click events, {ROWS} a batch, a batch committed a day; DuckDB counting one day's rows (by ts)"
+    );
+    println!(
+        "{:<44} {:>7} {:>12} {:>12} {:>12} {:>12}",
+        "table", "files", "Delta ms", "files read", "Iceberg ms", "files read"
+    );
+    for ordered in [true, false] {
+        for partition_by in [vec![], vec!["day(ts)".to_string()]] {
+            let dir = tempfile::tempdir().unwrap();
+            let catalog = Catalog::open(dir.path()).unwrap();
+            for b in 0..DAYS {
+                let staged = stage(&catalog, "clicks", batch(b, ordered), b * ROWS as i64, &partition_by);
+                staged.commit(&catalog, true).unwrap();
+            }
+            weir::tables::delta::sync(&catalog, "events", "clicks").unwrap();
+            let files: usize = catalog.versions("events", "clicks").unwrap().iter().map(|v| v.files.len()).sum();
+            let table = dir.path().join(weir::tables::file::table_dir("events", "clicks"));
+            let metadata = catalog.iceberg_location("events", "clicks").unwrap().unwrap();
+            let read = duckdb_day(&table, &metadata, !partition_by.is_empty());
+            let (delta, iceberg) = (read[0], read[1]);
+            let name = format!(
+                "{}, {}",
+                if ordered { "in time order" } else { "out of order" },
+                if partition_by.is_empty() { "unpartitioned" } else { "by day(ts)" }
+            );
+            println!("{name:<44} {files:>7} {:>12.1} {:>12} {:>12.1} {:>12}", delta.0, delta.1, iceberg.0, iceberg.1);
+            if let Some((ms, files)) = read.get(2) {
+                println!("{:<44} {:>7} {ms:>12.1} {files:>12}", "  the same, Delta by ts_day", "");
+            }
+        }
+    }
+}
+
+/// DuckDB's median ms over five runs counting one day's rows (the 15th) of
+/// the Delta table at `table` and of the Iceberg table at `metadata` by
+/// `ts`, and of a partitioned Delta table by its `ts_day`, with the files
+/// each plan read.
+fn duckdb_day(table: &Path, metadata: &str, partitioned: bool) -> Vec<(f64, u64)> {
+    let script = r#"
+import json, os, statistics, sys, time
+import duckdb, duckdb_extension_avro, duckdb_extension_delta, duckdb_extension_iceberg
+con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+for extension in (duckdb_extension_avro, duckdb_extension_delta, duckdb_extension_iceberg):
+    root = os.path.join(os.path.dirname(extension.__file__), "extensions")
+    (path,) = [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".duckdb_extension")]
+    con.execute(f"LOAD '{path}'")
+day = "ts >= TIMESTAMPTZ '2026-11-19 00:00:00+00' AND ts < TIMESTAMPTZ '2026-11-20 00:00:00+00'"
+def files_read(node):
+    read = node.get("extra_info", {}).get("Total Files Read")
+    return int(read) if read is not None else sum(files_read(c) for c in node.get("children", []))
+out = []
+queries = [f"delta_scan('{sys.argv[1]}') WHERE {day}", f"iceberg_scan('{sys.argv[2]}') WHERE {day}"]
+if sys.argv[3] == "partitioned":
+    # Delta has no transforms: its readers prune by the derived column.
+    queries.append(f"delta_scan('{sys.argv[1]}') WHERE ts_day = DATE '2026-11-19'")
+for scan in queries:
+    q = f"SELECT count(*) FROM {scan}"
+    (rows,), = con.execute(q).fetchall()
+    assert rows == 21000, (q, rows)
+    times = []
+    for _ in range(5):
+        t = time.perf_counter(); con.execute(q).fetchall(); times.append(time.perf_counter() - t)
+    con.execute("PRAGMA enable_profiling = 'json'")
+    (_, profile), = con.execute("EXPLAIN ANALYZE " + q).fetchall()
+    con.execute("PRAGMA disable_profiling")
+    out.append([statistics.median(times) * 1e3, files_read(json.loads(profile))])
+print(json.dumps(out))
+"#;
+    let partitioned = if partitioned { "partitioned" } else { "not" };
+    let out = Command::new("python3").args(["-c", script]).arg(table).arg(metadata).arg(partitioned).output();
+    let out = out.expect("python3 runs");
+    assert!(out.status.success(), "DuckDB failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn one_row(dir: &Path, rows: &RecordBatch) {

@@ -39,7 +39,7 @@ mod versions;
 pub use control::{Collection, PublisherRecord, Quotas, Tenant, TokenInfo, scope};
 use db::{Db, Sql, args};
 pub use dead_letters::DeadLetterFilter;
-pub use iceberg::{CATALOG_NAME, IcebergCommit, namespace as iceberg_namespace};
+pub use iceberg::{CATALOG_NAME, IcebergCommit, PENDING_EXECUTION, namespace as iceberg_namespace};
 pub use nodes::NodeRecord;
 pub use plugins::{ModuleFacts, PluginModule, valid_plugin_name};
 pub use sealed::Rotation;

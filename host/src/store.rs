@@ -203,6 +203,15 @@ impl Store {
         .with_context(|| format!("writing {}", self.location(key)))
     }
 
+    /// Writes each of `files`, all at once: their syncs (or requests) overlap.
+    pub fn put_all(&self, files: Vec<(String, Bytes)>) -> anyhow::Result<()> {
+        std::thread::scope(|scope| {
+            let writes: Vec<_> =
+                files.into_iter().map(|(key, bytes)| scope.spawn(move || self.put(&key, bytes))).collect();
+            writes.into_iter().try_for_each(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+        })
+    }
+
     /// Writes `key` only if nothing is there (put-if-absent).
     pub fn create(&self, key: &str, bytes: Bytes) -> anyhow::Result<Created> {
         match self {

@@ -10,7 +10,7 @@ use serde::Serialize;
 use weir::catalog::Catalog;
 use weir::tables::delta;
 
-use crate::common::delta::commit_version;
+use crate::common::delta::{commit_version, staged};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DeltaCosts {
@@ -24,6 +24,10 @@ pub struct DeltaCosts {
     /// The median Delta commit with that many other writers' commits before
     /// it to read first, in ms.
     pub after_foreign_ms: Vec<(usize, f64)>,
+    /// The catalog's commit of a version (its offsets, execution and version
+    /// row) without Iceberg metadata and with it: median and mean, in ms.
+    pub catalog_commit_ms: (f64, f64),
+    pub iceberg_commit_ms: (f64, f64),
 }
 
 /// Rounds of each catch-up measurement (the median is kept).
@@ -50,12 +54,38 @@ pub fn measure(versions: i64) -> DeltaCosts {
             commits.push(ms);
         }
     }
+    let (catalog_commit_ms, iceberg_commit_ms) = catalog_commits(versions);
     DeltaCosts {
         commit_ms: median(commits),
         ready_ms: median(checks),
         checkpoints_ms: checkpoints,
         after_foreign_ms: [0, 1, 100].into_iter().map(|n| (n, after_foreign(n))).collect(),
+        catalog_commit_ms,
+        iceberg_commit_ms,
     }
+}
+
+/// The catalog's commit of `versions` versions to a Delta table and to an
+/// Iceberg one (its manifest, manifest list and metadata file made before
+/// and in the transaction), a version to each in turn: median and mean ms.
+fn catalog_commits(versions: i64) -> ((f64, f64), (f64, f64)) {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let catalogs = dirs.each_ref().map(|d| Catalog::open(d.path()).unwrap());
+    let mut times = [Vec::new(), Vec::new()];
+    for v in 0..versions {
+        for (iceberg, catalog) in [false, true].into_iter().zip(&catalogs) {
+            let version = staged(catalog, v * 100..v * 100 + 100, None, false);
+            let t = Instant::now();
+            version.commit(catalog, iceberg).unwrap();
+            times[iceberg as usize].push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    times
+        .map(|t| {
+            let mean = t.iter().sum::<f64>() / t.len() as f64;
+            (median(t), mean)
+        })
+        .into()
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

@@ -3,6 +3,7 @@
 //! latency at a steady rate and the peak memory of a `weir stream` process.
 //!
 //! `scripts/bench.sh [--quick] [--messages N] [--broker embedded|tansu|both] [--output json]`
+//! `[--only weir|avro|delta] [--table-format iceberg] [--partition-by 'day(_timestamp)' …]`
 //!
 //! The embedded broker (librdkafka's mock cluster) keeps at most 5 MB per
 //! partition and silently drops older segments, so on it the dataset is
@@ -210,6 +211,11 @@ fn args() -> Args {
         _ => vec!["embedded".into(), "tansu".into()],
     };
     let only = value("--only");
+    // The table weir writes: `--table-format iceberg`, `--partition-by 'day(_timestamp)'` (repeated for more).
+    let format = value("--table-format").map(|f| weir::tables::TableFormat::parse(&f).unwrap()).unwrap_or_default();
+    let partition_by: Vec<String> =
+        argv.windows(2).filter(|w| w[0] == "--partition-by").map(|w| w[1].clone()).collect();
+    runs::TABLE.set((format, partition_by)).unwrap();
     Args { messages, quick, brokers, json: value("--output").as_deref() == Some("json"), only }
 }
 
@@ -400,4 +406,13 @@ fn print_delta(d: &delta_log::DeltaCosts) {
     );
     let after: Vec<String> = d.after_foreign_ms.iter().map(|(n, ms)| format!("{ms:.2} ms after {n}")).collect();
     println!("a Delta commit after other writers' commits, which it reads first: {}", after.join(", "));
+    let (plain, iceberg) = (d.catalog_commit_ms, d.iceberg_commit_ms);
+    println!(
+        "the catalog's commit of a version: {:.2} ms (mean {:.2}); with Iceberg metadata {:.2} ms (mean {:.2}), +{:.2} ms a commit",
+        plain.0,
+        plain.1,
+        iceberg.0,
+        iceberg.1,
+        iceberg.1 - plain.1
+    );
 }

@@ -389,11 +389,14 @@ struct Running {
     dir: tempfile::TempDir,
 }
 
+/// The table weir's runs write (`--table-format`, `--partition-by`): by default Delta, unpartitioned.
+pub static TABLE: std::sync::OnceLock<(weir::tables::TableFormat, Vec<String>)> = std::sync::OnceLock::new();
+
 fn start(broker: &Broker, dataset: &Dataset, group: &str, src_cfg: serde_json::Value, stage: PublishStage) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let catalog = Arc::new(Catalog::open(dir.path()).unwrap());
     let runtime = Arc::new(common::runtime());
-    let publisher = match dataset {
+    let mut publisher = match dataset {
         Dataset::Json => stream::publisher(connection(broker, group), &runtime, "read-clicks", "clicks", src_cfg, None),
         Dataset::Avro { registry } => {
             let connection = KafkaConnection {
@@ -404,6 +407,10 @@ fn start(broker: &Broker, dataset: &Dataset, group: &str, src_cfg: serde_json::V
             stream::publisher_with(connection, &runtime, "read-clicks", AVRO_TOPIC, format, src_cfg, None)
         }
     };
+    if let Some((format, partition_by)) = TABLE.get() {
+        publisher.table_format = *format;
+        publisher.partitioning.spec = weir::tables::partition::PartitionSpec::parse(partition_by).unwrap();
+    }
     let node = Node {
         catalog: catalog.clone(),
         runtime,

@@ -40,26 +40,51 @@ pub struct IcebergCommit {
     pub key: String,
     pub location: String,
     pub metadata: serde_json::Value,
+    /// The metadata as written, serialized before the transaction; a new
+    /// version's summary names its execution [`PENDING_EXECUTION`] until then.
+    pub text: String,
+    /// The other files it names (its manifest and manifest list), written with it.
+    pub files: Vec<(String, bytes::Bytes)>,
     pub version: i64,
     /// The version's manifests (JSON), kept with it (`None`: it keeps those it has).
     pub manifests: Option<String>,
 }
 
 impl IcebergCommit {
-    /// Writes the metadata file; a new version's with the id of the execution
-    /// that commits it in its snapshot's summary (`weir.execution`), which is
-    /// known only inside that transaction.
+    /// Writes its files and the metadata file, all at once (their syncs or
+    /// requests overlap); a new version's metadata with the id of the
+    /// execution that commits it in its snapshot's summary (`weir.execution`),
+    /// which is known only inside that transaction.
     pub fn write(&self, store: &crate::store::Store, execution: Option<i64>) -> anyhow::Result<()> {
-        let mut metadata = self.metadata.clone();
+        let pending = format!("\"weir.execution\":\"{PENDING_EXECUTION}\"");
+        let text = match execution {
+            Some(id) => self.text.replacen(&pending, &format!("\"weir.execution\":\"{id}\""), 1),
+            None => self.text.clone(),
+        };
+        let mut files = self.files.clone();
+        files.push((self.key.clone(), text.into()));
+        store.put_all(files)
+    }
+
+    /// Its metadata as [`write`](Self::write) wrote it.
+    pub fn into_written(mut self, execution: Option<i64>) -> serde_json::Value {
         if let Some(id) = execution {
-            let snapshots = metadata["snapshots"].as_array_mut().into_iter().flatten();
-            for snapshot in snapshots.filter(|s| s["snapshot-id"] == self.version) {
+            let snapshots = self.metadata["snapshots"].as_array_mut().into_iter().flatten();
+            for snapshot in snapshots.filter(|s| s["summary"]["weir.execution"] == PENDING_EXECUTION) {
                 snapshot["summary"]["weir.execution"] = id.to_string().into();
             }
         }
-        store.put(&self.key, serde_json::to_vec(&metadata)?.into())
+        self.metadata
+    }
+
+    /// The keys of the files it writes.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.files.iter().map(|(k, _)| k.as_str()).chain([self.key.as_str()])
     }
 }
+
+/// A new snapshot's `weir.execution` until its transaction gives the execution an id.
+pub const PENDING_EXECUTION: &str = "pending";
 
 /// The Iceberg namespace of a collection (`tenant/collection` → `tenant.collection`).
 pub fn namespace(collection: &str) -> String {

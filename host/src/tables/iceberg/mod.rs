@@ -34,6 +34,8 @@ use manifest::{EntryFile, ManifestFile};
 /// A manifest list holds at most this many manifests; past it, the next
 /// version's list starts again from one manifest of every live file.
 const MAX_MANIFESTS: usize = 100;
+/// The previous metadata files a metadata file names (Iceberg's default).
+const METADATA_LOG_KEPT: usize = 100;
 /// Attempts at a commit while other nodes move the table on.
 const ATTEMPTS: usize = 20;
 
@@ -69,18 +71,17 @@ pub fn commit(
     iceberg: bool,
 ) -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
     for attempt in 1.. {
-        let mut made = Vec::new();
         if let (true, Some(version)) = (iceberg, batch.version.as_mut()) {
             version.iceberg = None;
-            // Its metadata file is written in the commit's transaction (`IcebergCommit::write`).
-            let (commit, keys) = prepare(catalog, batch.collection, &version.table, Some(version))?;
-            made = keys;
-            made.push(commit.key.clone());
-            version.iceberg = Some(commit);
+            // Its files are written in the commit's transaction (`IcebergCommit::write`).
+            version.iceberg = Some(prepare(catalog, batch.collection, &version.table, Some(version))?);
         }
         let committed = catalog.commit(batch);
-        if committed.is_err() {
-            made.iter().for_each(|k| drop(catalog.store().delete(k)));
+        if let Some(commit) = batch.version.as_mut().and_then(|v| v.iceberg.take()) {
+            match &committed {
+                Ok((execution, _)) => remember(commit.location.clone(), commit.into_written(Some(*execution))),
+                Err(_) => commit.keys().for_each(|k| drop(catalog.store().delete(k))),
+            }
         }
         match committed {
             Err(CatalogError::IcebergMoved { .. }) if attempt < ATTEMPTS => continue,
@@ -99,17 +100,19 @@ pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<
         let Some(location) = catalog.iceberg_location(&iceberg_namespace(collection), table)? else {
             return Ok(false);
         };
-        let current = read_metadata(catalog.store(), collection, table, &location)?["current-snapshot-id"].as_i64();
+        let current = load_metadata(catalog.store(), collection, table, &location)?["current-snapshot-id"].as_i64();
         if latest == 0 || current == Some(latest) {
             return Ok(false);
         }
-        let (commit, mut made) = prepare(catalog, collection, table, None)?;
+        let commit = prepare(catalog, collection, table, None)?;
         commit.write(catalog.store(), None)?;
-        made.push(commit.key.clone());
         match catalog.move_iceberg(collection, table, &commit) {
-            Ok(()) => return Ok(true),
+            Ok(()) => {
+                remember(commit.location.clone(), commit.into_written(None));
+                return Ok(true);
+            }
             Err(e) => {
-                made.iter().for_each(|k| drop(catalog.store().delete(k)));
+                commit.keys().for_each(|k| drop(catalog.store().delete(k)));
                 if !matches!(e, CatalogError::IcebergMoved { .. }) || attempt >= ATTEMPTS {
                     return Err(e.into());
                 }
@@ -155,13 +158,18 @@ fn expire(catalog: &Catalog, collection: &str, table: &str, before: i64) -> anyh
             expected: Some(location),
             location: uri(store, &key),
             key,
+            text: serde_json::to_string(&metadata)?,
             metadata,
+            files: Vec::new(),
             version: current,
             manifests: None,
         };
         commit.write(store, None)?;
         match catalog.move_iceberg(collection, table, &commit) {
-            Ok(()) => return Ok(count),
+            Ok(()) => {
+                remember(commit.location.clone(), commit.into_written(None));
+                return Ok(count);
+            }
             Err(e) => {
                 let _ = store.delete(&commit.key);
                 if !matches!(e, CatalogError::IcebergMoved { .. }) || attempt >= ATTEMPTS {
@@ -229,26 +237,59 @@ fn version_of(location: &str) -> Option<i64> {
 
 /// The table's Iceberg metadata at `location` (one of its metadata files).
 pub fn metadata(catalog: &Catalog, collection: &str, table: &str, location: &str) -> anyhow::Result<Value> {
-    read_metadata(catalog.store(), collection, table, location)
+    load_metadata(catalog.store(), collection, table, location)
 }
 
+/// The metadata at `location`, to make the next from: the one this process
+/// wrote there, if it is still remembered, else read from the store.
 fn read_metadata(store: &Store, collection: &str, table: &str, location: &str) -> anyhow::Result<Value> {
+    match remembered(location) {
+        Some(metadata) => Ok(metadata),
+        None => load_metadata(store, collection, table, location),
+    }
+}
+
+fn load_metadata(store: &Store, collection: &str, table: &str, location: &str) -> anyhow::Result<Value> {
     let key = key_of(store, collection, table, location)
         .with_context(|| format!("Iceberg metadata {location} is not under the table's location"))?;
     let bytes = store.get(&key)?.with_context(|| format!("Iceberg metadata {location} is missing"))?;
     serde_json::from_slice(&bytes).with_context(|| format!("Iceberg metadata {location}"))
 }
 
+/// The metadata files this process wrote last, by location, parsed: the next
+/// commit to a table starts from the one before it, without reading it back.
+/// (A metadata file never changes: its name is new each time.)
+static WRITTEN: std::sync::Mutex<std::collections::VecDeque<(String, Value)>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+/// How many [`WRITTEN`] keeps: a node's busiest Iceberg tables.
+const WRITTEN_KEPT: usize = 16;
+
+fn remember(location: String, metadata: Value) {
+    let mut written = WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
+    if written.len() >= WRITTEN_KEPT {
+        written.pop_front();
+    }
+    written.push_back((location, metadata));
+}
+
+/// Takes the metadata at `location` from [`WRITTEN`], if it is there (a
+/// commit made from it remembers its own).
+fn remembered(location: &str) -> Option<Value> {
+    let mut written = WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
+    let at = written.iter().position(|(l, _)| l == location)?;
+    written.remove(at).map(|(_, m)| m)
+}
+
 /// Makes the table's Iceberg metadata for `new` (the version about to be
-/// committed), or for the latest committed version when `new` is `None`;
-/// writes its manifest and manifest list and returns their keys, and what
-/// writes the metadata file and moves the pointer.
+/// committed), or for the latest committed version when `new` is `None`: its
+/// manifest, manifest list and metadata file, written by
+/// [`IcebergCommit::write`] just before the pointer moves to them.
 fn prepare(
     catalog: &Catalog,
     collection: &str,
     table: &str,
     new: Option<&NewVersion>,
-) -> anyhow::Result<(IcebergCommit, Vec<String>)> {
+) -> anyhow::Result<IcebergCommit> {
     let store = catalog.store();
     let (namespace, dir) = (iceberg_namespace(collection), table_dir(collection, table));
     let expected = catalog.iceberg_location(&namespace, table)?;
@@ -316,7 +357,6 @@ fn prepare(
         .filter_map(|s| s["snapshot-id"].as_i64())
         .collect();
     let continues = new.is_some() && parent == Some(latest) && chain.len() < MAX_MANIFESTS;
-    let mut made = Vec::new();
     let entry = |file: &DataFile, added_in: i64| -> anyhow::Result<EntryFile> {
         let partition = spec_fields
             .iter()
@@ -355,12 +395,9 @@ fn prepare(
     let manifest_key = format!("{dir}/metadata/{version:05}-{}-m0.avro", crate::catalog::new_uuid());
     let (bytes, manifest) =
         manifest::manifest(&files, version, &spec_fields, &columns, schema_id, &uri(store, &manifest_key));
-    store.put(&manifest_key, bytes.into())?;
-    made.push(manifest_key);
     chain.push(manifest.clone());
     let list_key = format!("{dir}/metadata/snap-{version}-1-{}.avro", crate::catalog::new_uuid());
-    store.put(&list_key, manifest::manifest_list(&chain, version, parent).into())?;
-    made.push(list_key.clone());
+    let list = manifest::manifest_list(&chain, version, parent);
 
     // The metadata: the previous one's, with this snapshot (and schema) added.
     let now = crate::catalog::now_ms();
@@ -369,7 +406,13 @@ fn prepare(
         None => catalog.table_record(collection, table)?,
         Some(_) => None,
     };
-    let mut metadata = previous.clone().unwrap_or_else(|| {
+    // Without a new version: a compaction (the same rows) or a reprocess (fewer).
+    let previous_total = previous.as_ref().and_then(|p| {
+        let current = p["snapshots"].as_array()?.iter().find(|s| s["snapshot-id"].as_i64() == parent)?;
+        current["summary"]["total-records"].as_str()?.parse::<i64>().ok()
+    });
+    let previous_updated = previous.as_ref().map(|p| p["last-updated-ms"].clone());
+    let mut metadata = previous.unwrap_or_else(|| {
         json!({
             "format-version": 2,
             "table-uuid": record.as_ref().map_or_else(crate::catalog::new_uuid, |r| r.delta_id.clone()),
@@ -395,11 +438,6 @@ fn prepare(
     let total_files = chain.iter().map(|m| (m.added_files + m.existing_files) as i64).sum::<i64>();
     let total_rows = chain.iter().map(|m| m.added_rows + m.existing_rows).sum::<i64>();
     let added = new.map_or((0, 0), |v| (v.files.len(), v.rows));
-    // Without a new version: a compaction (the same rows) or a reprocess (fewer).
-    let previous_total = previous.as_ref().and_then(|p| {
-        let current = p["snapshots"].as_array()?.iter().find(|s| s["snapshot-id"].as_i64() == parent)?;
-        current["summary"]["total-records"].as_str()?.parse::<i64>().ok()
-    });
     let operation = match (new, previous_total) {
         (Some(_), _) => "append",
         (None, Some(total)) if total == total_rows => "replace",
@@ -420,6 +458,7 @@ fn prepare(
         let offsets: serde_json::Map<String, Value> =
             v.txns.iter().map(|t| (t.app_id.clone(), json!(t.version))).collect();
         summary["weir.offsets"] = json!(Value::Object(offsets).to_string());
+        summary["weir.execution"] = json!(crate::catalog::PENDING_EXECUTION);
     }
     let mut snapshot = json!({
         "snapshot-id": version,
@@ -437,12 +476,11 @@ fn prepare(
         .as_array_mut()
         .context("snapshot-log")?
         .push(json!({"timestamp-ms": now, "snapshot-id": version}));
-    if let (Some(location), Some(p)) = (&expected, &previous) {
-        let at = p["last-updated-ms"].clone();
-        metadata["metadata-log"]
-            .as_array_mut()
-            .context("metadata-log")?
-            .push(json!({"timestamp-ms": at, "metadata-file": location}));
+    if let (Some(location), Some(at)) = (&expected, previous_updated) {
+        let log = metadata["metadata-log"].as_array_mut().context("metadata-log")?;
+        log.push(json!({"timestamp-ms": at, "metadata-file": location}));
+        // As Iceberg's `write.metadata.previous-versions-max`: the earlier files are not named again.
+        log.drain(..log.len().saturating_sub(METADATA_LOG_KEPT));
     }
     metadata["current-snapshot-id"] = json!(version);
     metadata["refs"] = json!({"main": {"snapshot-id": version, "type": "branch"}});
@@ -457,9 +495,11 @@ fn prepare(
         expected,
         location: uri(store, &metadata_key),
         key: metadata_key,
+        text: serde_json::to_string(&metadata)?,
         metadata,
+        files: vec![(manifest_key, bytes.into()), (list_key, list.into())],
         version,
         manifests: Some(serde_json::to_string(&kept)?),
     };
-    Ok((commit, made))
+    Ok(commit)
 }
