@@ -125,6 +125,7 @@ fn commit(catalog: &Catalog, round: i64) -> Result<(i64, Option<i64>), weir::cat
             schema,
             txns: (0..PARTITIONS).map(|p| Txn { app_id: format!("p-t-{p}"), version: round * 1000 + 1000 }).collect(),
             partition_by: vec![],
+            iceberg: None,
         }),
         ranges: &ranges,
         execution: &execution,

@@ -31,6 +31,7 @@ pub mod files;
 pub mod formats;
 pub mod input;
 pub mod memory;
+pub mod parallel;
 pub mod plugin;
 pub mod publisher;
 pub mod secrets;

@@ -205,11 +205,8 @@ impl Store {
 
     /// Writes each of `files`, all at once: their syncs (or requests) overlap.
     pub fn put_all(&self, files: Vec<(String, Bytes)>) -> anyhow::Result<()> {
-        std::thread::scope(|scope| {
-            let writes: Vec<_> =
-                files.into_iter().map(|(key, bytes)| scope.spawn(move || self.put(&key, bytes))).collect();
-            writes.into_iter().try_for_each(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-        })
+        let at_once = files.len();
+        crate::parallel::map(files, at_once, |(key, bytes)| self.put(&key, bytes)).map(drop)
     }
 
     /// Writes `key` only if nothing is there (put-if-absent).

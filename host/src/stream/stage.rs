@@ -62,6 +62,23 @@ struct PartFile {
     rows: u64,
 }
 
+/// How many of a batch's files finish at once.
+const FINISHING_AT_ONCE: usize = 8;
+
+impl PartFile {
+    fn finish(self) -> anyhow::Result<DataFile> {
+        let footer = self.file.finish()?;
+        let size = std::fs::metadata(&self.local).with_context(|| format!("{}", self.local.display()))?.len();
+        Ok(DataFile {
+            path: self.key,
+            size,
+            rows: self.rows,
+            stats: Some(delta_stats(&footer, &self.schema)),
+            partition_values: self.values,
+        })
+    }
+}
+
 impl TableSink {
     /// Files written at `local`, to be stored under `key` (the store's scratch
     /// for it, [`crate::store::Store::scratch`]); a partition's in its
@@ -80,23 +97,11 @@ impl TableSink {
             Some(open) if self.rows > 0 => open,
             _ => return Ok(None),
         };
-        let mut files = Vec::new();
         let mut columns = open.types.written().clone();
-        for part in open.files {
-            if part.rows == 0 {
-                drop(part.file);
-                continue;
-            }
-            let footer = part.file.finish()?;
-            let size = std::fs::metadata(&part.local).with_context(|| format!("{}", part.local.display()))?.len();
-            files.push(DataFile {
-                path: part.key,
-                size,
-                rows: part.rows,
-                stats: Some(delta_stats(&footer, &part.schema)),
-                partition_values: part.values,
-            });
-        }
+        // An empty file is dropped (and deleted); a partitioned batch's files
+        // finish at once: their last row groups encode side by side, their syncs overlap.
+        let parts: Vec<PartFile> = open.files.into_iter().filter(|p| p.rows > 0).collect();
+        let files = crate::parallel::map(parts, FINISHING_AT_ONCE, PartFile::finish)?;
         if !self.partitioning.spec.is_empty() {
             let empty = RecordBatch::new_empty(columns.clone());
             columns = self.partitioning.spec.derive(&empty)?.schema();
@@ -133,9 +138,8 @@ impl TableFiles {
             }
             return Err(e);
         }
-        for file in &self.files {
-            catalog.store().upload(&file.path)?;
-        }
+        let store = catalog.store();
+        crate::parallel::map(self.files.iter().collect(), FINISHING_AT_ONCE, |f| store.upload(&f.path))?;
         Ok(())
     }
 
