@@ -390,7 +390,7 @@ fn nodes_opening_a_new_catalog_at_once_all_open_it_with_one_key(place: &Place) {
     });
     // One schema, and one key: what one node seals, every other reads.
     let acme = nodes[0].create_tenant("acme", &Quotas::default()).unwrap();
-    nodes[1].create_collection(&acme, "events", "sources", Some(&connection())).unwrap();
+    nodes[1].create_collection(&acme, "events", "sources", Some(&connection()), None).unwrap();
     for node in &nodes {
         assert_eq!(node.collection(&acme, "events").unwrap().unwrap().connection, Some(connection()));
     }
@@ -436,10 +436,10 @@ fn connection() -> KafkaConnection {
 fn collections_keep_their_connection_sealed(place: &Place) {
     let catalog = place.open();
     let acme = catalog.create_tenant("acme", &Quotas::default()).unwrap();
-    let events = catalog.create_collection(&acme, "events", "sources", Some(&connection())).unwrap();
-    let err = catalog.create_collection(&acme, "events", "sources", None).unwrap_err();
+    let events = catalog.create_collection(&acme, "events", "sources", Some(&connection()), None).unwrap();
+    let err = catalog.create_collection(&acme, "events", "sources", None, None).unwrap_err();
     assert!(matches!(err, CatalogError::Exists(_)), "{err}");
-    catalog.create_collection(&acme, "bare", "sources", None).unwrap();
+    catalog.create_collection(&acme, "bare", "sources", None, None).unwrap();
     let read = catalog.collection(&acme, "events").unwrap().unwrap();
     assert_eq!((read.id, read.group.as_str(), read.connection), (events.id, "sources", Some(connection())));
     assert_eq!(
@@ -487,7 +487,7 @@ fn plugins_and_publishers(place: &Place) {
     let names: Vec<(&str, Vec<String>)> = listed.iter().map(|m| (m.sha256.as_str(), m.names.clone())).collect();
     assert_eq!(names, [(sha.as_str(), vec![]), (newer.as_str(), vec!["std".to_string()])]);
 
-    let events = catalog.create_collection(&acme, "events", "g", Some(&connection())).unwrap();
+    let events = catalog.create_collection(&acme, "events", "g", Some(&connection()), None).unwrap();
     catalog.put_publisher(&events, "clicks", "declaration 1", &sha, false).unwrap();
     let err = catalog.put_publisher(&events, "clicks", "declaration 2", &sha, false).unwrap_err();
     assert!(matches!(err, CatalogError::Exists(ref what) if what == "publisher `events/clicks`"), "{err}");
@@ -512,8 +512,8 @@ fn plugins_and_publishers(place: &Place) {
 fn deleting_a_collection_removes_what_it_committed(place: &Place) {
     let catalog = place.open();
     let acme = catalog.create_tenant("acme", &Quotas::default()).unwrap();
-    let events = catalog.create_collection(&acme, "events", "g", None).unwrap();
-    let other = catalog.create_collection(&acme, "events2", "g", None).unwrap();
+    let events = catalog.create_collection(&acme, "events", "g", None, None).unwrap();
+    let other = catalog.create_collection(&acme, "events2", "g", None, None).unwrap();
     catalog.put_publisher(&events, "p", "d", "x", false).unwrap();
     commit(&catalog, &[range(0, 0, 9, None)], Some(version("a", 10, &["x"]))).unwrap();
     // Another collection whose name starts the same is not touched.

@@ -14,7 +14,7 @@ use weir::stream::WorkerOptions;
 use weir::tables::{self, TableFormat};
 
 use common::peers::iceberg_py;
-use common::serve::{Server, registered_declaring};
+use common::serve::{Server, registered_in};
 use common::stream::{Harness, clicks};
 
 fn read(h: &Harness, columns: &str, extra: &[&str]) -> Value {
@@ -207,7 +207,8 @@ fn weir_serve_is_an_iceberg_rest_catalog_each_tenant_seeing_its_own_tables() {
     let broker = common::serve::broker();
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
-    let token = registered_declaring(&server, dir.path(), broker.bootstrap_servers(), "table_format = \"iceberg\"");
+    // The collection's tables are Iceberg tables unless a publisher declares otherwise.
+    let token = registered_in(&server, dir.path(), broker.bootstrap_servers(), &["--table-format", "iceberg"], "");
     let other = server.tenant("globex", json!({}));
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(common::stream::produce(broker.bootstrap_servers(), "clicks", &clicks(0, 150)));
@@ -242,4 +243,24 @@ fn weir_serve_is_an_iceberg_rest_catalog_each_tenant_seeing_its_own_tables() {
     assert!(mine["create_namespace"]["message"].as_str().unwrap().contains("read-only"), "{mine}");
     let (status, _) = server.http("GET", "/iceberg/v1/config", None, None);
     assert_eq!(status, 401, "a token is needed");
+
+    let collection = server.cli_ok(&token, &["collection", "show", "events"]);
+    assert!(collection.contains("(iceberg unless a publisher declares table_format)"), "{collection}");
+    // An Iceberg table stays one: a publisher declaring table_format = "delta" is refused.
+    let declaration = dir.path().join("read_clicks.toml");
+    let delta_only = std::fs::read_to_string(&declaration).unwrap().replacen(
+        "[source.kafka]",
+        "table_format = \"delta\"\n[source.kafka]",
+        1,
+    );
+    let path = dir.path().join("delta_only.toml");
+    std::fs::write(&path, delta_only).unwrap();
+    let args = ["publisher", "register", "events", path.to_str().unwrap(), "--plugin", &common::serve::plugin_path()];
+    let out = server.cli(&token, &[&args[..], &["--update"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("table `events/clicks` is an Iceberg table, and without table_format = \"iceberg\" its Iceberg readers would stop at its last snapshot"),
+        "{stderr}"
+    );
 }

@@ -181,13 +181,9 @@ fn days(rows: &RecordBatch) {
 /// each plan read.
 fn duckdb_day(table: &Path, metadata: &str, partitioned: bool) -> Vec<(f64, u64)> {
     let script = r#"
-import json, os, statistics, sys, time
-import duckdb, duckdb_extension_avro, duckdb_extension_delta, duckdb_extension_iceberg
-con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-for extension in (duckdb_extension_avro, duckdb_extension_delta, duckdb_extension_iceberg):
-    root = os.path.join(os.path.dirname(extension.__file__), "extensions")
-    (path,) = [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".duckdb_extension")]
-    con.execute(f"LOAD '{path}'")
+import json, statistics, sys, time
+from duckdb_wheels import duckdb_connection
+con = duckdb_connection("avro", "delta", "iceberg")
 day = "ts >= TIMESTAMPTZ '2026-11-19 00:00:00+00' AND ts < TIMESTAMPTZ '2026-11-20 00:00:00+00'"
 def files_read(node):
     read = node.get("extra_info", {}).get("Total Files Read")
@@ -211,8 +207,10 @@ for scan in queries:
 print(json.dumps(out))
 "#;
     let partitioned = if partitioned { "partitioned" } else { "not" };
-    let out = Command::new("python3").args(["-c", script]).arg(table).arg(metadata).arg(partitioned).output();
-    let out = out.expect("python3 runs");
+    let peers = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peers");
+    let mut python = Command::new("python3");
+    python.env("PYTHONPATH", peers).args(["-c", script]).arg(table).arg(metadata).arg(partitioned);
+    let out = python.output().expect("python3 runs");
     assert!(out.status.success(), "DuckDB failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }

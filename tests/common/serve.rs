@@ -243,20 +243,20 @@ pub fn registered(server: &Server, dir: &Path, bootstrap: &str) -> String {
 
 /// The same, with these client settings (`KEY=VALUE`) on the connection.
 pub fn registered_with(server: &Server, dir: &Path, bootstrap: &str, settings: &[&str]) -> String {
-    registered_as(server, dir, bootstrap, settings, "")
+    let settings: Vec<&str> = settings.iter().flat_map(|s| ["--client-setting", s]).collect();
+    registered_in(server, dir, bootstrap, &settings, "")
 }
 
 /// The same, with `top` (top-level keys) in the publisher's declaration.
 pub fn registered_declaring(server: &Server, dir: &Path, bootstrap: &str, top: &str) -> String {
-    registered_as(server, dir, bootstrap, &[], top)
+    registered_in(server, dir, bootstrap, &[], top)
 }
 
-fn registered_as(server: &Server, dir: &Path, bootstrap: &str, settings: &[&str], top: &str) -> String {
+/// As [`registered_declaring`], the collection created with more arguments (`--table-format iceberg`).
+pub fn registered_in(server: &Server, dir: &Path, bootstrap: &str, collection: &[&str], top: &str) -> String {
     let token = server.tenant("acme", json!({}));
     let mut args = vec!["collection", "create", "events", "--bootstrap-servers", bootstrap];
-    for setting in settings {
-        args.extend(["--client-setting", setting]);
-    }
+    args.extend(collection);
     server.cli_ok(&token, &args);
     let decl = declaration(dir, QUICK);
     let text = std::fs::read_to_string(&decl).unwrap().replacen("[source.kafka]", &format!("{top}\n[source.kafka]"), 1);

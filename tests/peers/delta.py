@@ -37,17 +37,9 @@ import sys
 
 
 def duckdb_connection():
-    import duckdb
-    import duckdb_extension_delta
+    from duckdb_wheels import duckdb_connection
 
-    # DuckDB cannot download extensions here: load the one the wheel carries.
-    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    root = os.path.join(os.path.dirname(duckdb_extension_delta.__file__), "extensions")
-    (path,) = [
-        os.path.join(d, f) for d, _, files in os.walk(root) for f in files if f.endswith(".duckdb_extension")
-    ]
-    con.execute(f"LOAD '{path}'")
-    return con
+    return duckdb_connection("delta")
 
 
 def read_duckdb(con, table, version, key):

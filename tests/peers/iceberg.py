@@ -39,25 +39,11 @@ def rows_of(arrow, columns):
     return [[plain(v) for v in row] for row in zip(*cols)]
 
 
-def duckdb_connection():
-    import duckdb
-    import duckdb_extension_avro
-    import duckdb_extension_iceberg
-
-    # DuckDB cannot download extensions here: load the ones the wheels carry.
-    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    for extension in (duckdb_extension_avro, duckdb_extension_iceberg):
-        root = os.path.join(os.path.dirname(extension.__file__), "extensions")
-        (path,) = [
-            os.path.join(d, f) for d, _, files in os.walk(root) for f in files if f.endswith(".duckdb_extension")
-        ]
-        con.execute(f"LOAD '{path}'")
-    return con
-
-
 def read_duckdb(metadata, columns, snapshot, where):
     """DuckDB's rows, and the number of files its plan read."""
-    con = duckdb_connection()
+    from duckdb_wheels import duckdb_connection
+
+    con = duckdb_connection("avro", "iceberg")
     scan = "iceberg_scan(?" + (f", snapshot_from_id => {snapshot})" if snapshot else ")")
     sql = f"SELECT {', '.join(columns)} FROM {scan}"
     params = [metadata]

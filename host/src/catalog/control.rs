@@ -12,6 +12,7 @@ use super::db::{Migration, Row, Sql, Value, args};
 use super::{Catalog, CatalogError, now_ms, sealed};
 use crate::publisher::source::KafkaConnection;
 use crate::secrets::Keyring;
+use crate::tables::TableFormat;
 
 /// The collection key a tenant's collection has in the stream tables.
 pub fn scope(tenant: &str, collection: &str) -> String {
@@ -55,11 +56,18 @@ pub struct Collection {
     /// The collection's `kafka-topic-in` connection, secrets included: never return it as it is.
     pub connection: Option<KafkaConnection>,
     pub created_at_ms: i64,
+    /// The format of its publishers' tables when their declaration names none (`None`: Delta).
+    pub table_format: Option<TableFormat>,
 }
 
 impl Collection {
     pub fn scope(&self) -> String {
         scope(&self.tenant, &self.name)
+    }
+
+    /// The format of a publisher's table that declared `declared`.
+    pub fn table_format_of(&self, declared: Option<TableFormat>) -> TableFormat {
+        declared.or(self.table_format).unwrap_or_default()
     }
 }
 
@@ -215,8 +223,8 @@ pub(super) const MIGRATION: Migration = Migration {
         );",
 };
 
-const COLLECTION_COLUMNS: &str = "c.id, t.name, c.name, c.grp, c.connection, c.created_at_ms";
-const PUBLISHER_COLUMNS: &str = "c.id, t.name, c.name, c.grp, c.connection, c.created_at_ms, p.id, p.name, p.declaration, p.plugin_sha256, p.paused, p.created_at_ms, p.updated_at_ms";
+const COLLECTION_COLUMNS: &str = "c.id, t.name, c.name, c.grp, c.connection, c.created_at_ms, c.table_format";
+const PUBLISHER_COLUMNS: &str = "c.id, t.name, c.name, c.grp, c.connection, c.created_at_ms, c.table_format, p.id, p.name, p.declaration, p.plugin_sha256, p.paused, p.created_at_ms, p.updated_at_ms";
 
 fn tenant_row(r: &Row) -> Result<Tenant, CatalogError> {
     let quotas: String = r.get(2)?;
@@ -236,19 +244,20 @@ fn collection_row(r: &Row, keyring: &Keyring) -> Result<Collection, CatalogError
         group: r.get(3)?,
         connection: sealed::unseal(keyring, r, 1, 4)?,
         created_at_ms: r.get(5)?,
+        table_format: r.get::<Option<String>>(6)?.and_then(|f| TableFormat::parse(&f).ok()),
     })
 }
 
 fn publisher_row(r: &Row, keyring: &Keyring) -> Result<PublisherRecord, CatalogError> {
     Ok(PublisherRecord {
         collection: collection_row(r, keyring)?,
-        id: r.get(6)?,
-        name: r.get(7)?,
-        declaration: r.get(8)?,
-        plugin: r.get(9)?,
-        paused: r.get(10)?,
-        created_at_ms: r.get(11)?,
-        updated_at_ms: r.get(12)?,
+        id: r.get(7)?,
+        name: r.get(8)?,
+        declaration: r.get(9)?,
+        plugin: r.get(10)?,
+        paused: r.get(11)?,
+        created_at_ms: r.get(12)?,
+        updated_at_ms: r.get(13)?,
     })
 }
 
@@ -389,6 +398,7 @@ impl Catalog {
         name: &str,
         group: &str,
         connection: Option<&KafkaConnection>,
+        table_format: Option<TableFormat>,
     ) -> Result<Collection, CatalogError> {
         let created_at_ms = now_ms();
         let id: i64 = self
@@ -396,9 +406,9 @@ impl Catalog {
             .run(|sql| {
                 let sealed = sealed::seal(&self.keyring(), &tenant.name, name, connection);
                 sql.query_one(
-                    "INSERT INTO collections (tenant_id, name, grp, connection, created_at_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
-                    args![tenant.id, name, group, sealed, created_at_ms],
+                    "INSERT INTO collections (tenant_id, name, grp, connection, created_at_ms, table_format)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+                    args![tenant.id, name, group, sealed, created_at_ms, table_format.map(TableFormat::as_str)],
                 )
             })
             .map_err(unique(|| format!("collection `{name}`")))?
@@ -410,6 +420,7 @@ impl Catalog {
             group: group.into(),
             connection: connection.cloned(),
             created_at_ms,
+            table_format,
         })
     }
 

@@ -181,4 +181,9 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     },
     // 10: the Iceberg SQL catalog's tables, and each version's manifests.
     super::iceberg::ICEBERG_MIGRATION,
+    // 11: a collection's default table format (`delta`, `iceberg`; NULL: Delta).
+    Migration {
+        sqlite: "ALTER TABLE collections ADD COLUMN table_format TEXT;",
+        postgres: "ALTER TABLE collections ADD COLUMN table_format TEXT;",
+    },
 ];

@@ -154,7 +154,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let catalog = Catalog::open(dir.path()).unwrap();
         let tenant = catalog.create_tenant("acme", &Quotas::default()).unwrap();
-        catalog.create_collection(&tenant, "events", "g", None).unwrap();
+        catalog.create_collection(&tenant, "events", "g", None, None).unwrap();
         drop(catalog);
         // As weir wrote it before sealing: the JSON itself.
         let json = serde_json::to_string(&connection()).unwrap();
@@ -174,7 +174,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let catalog = Catalog::open(dir.path()).unwrap();
         let tenant = catalog.create_tenant("acme", &Quotas::default()).unwrap();
-        catalog.create_collection(&tenant, "events", "g", Some(&connection())).unwrap();
+        catalog.create_collection(&tenant, "events", "g", Some(&connection()), None).unwrap();
         let old = catalog.secret_key_id();
         drop(catalog);
         // Cut short after the next key was written, before anything was resealed.

@@ -17,6 +17,10 @@ pub enum Command {
         group: String,
         #[command(flatten)]
         connection: ConnectionArgs,
+        /// The format of its publishers' tables when their declaration names
+        /// none: `delta` (the default) or `iceberg` (Iceberg metadata beside the Delta log).
+        #[arg(long)]
+        table_format: Option<String>,
     },
     List,
     Show {
@@ -63,15 +67,19 @@ fn print_collection(c: &Value) {
         }
     }
     println!("publishers   {}", cell(&c["publishers"]));
-    println!("tables       {}", cell(&c["tables"]));
+    println!(
+        "tables       {} ({} unless a publisher declares table_format)",
+        cell(&c["tables"]),
+        cell(&c["table_format"])
+    );
     println!("created      {}", time(&c["created_at_ms"]));
 }
 
 pub fn run(args: Remote<Command>) -> anyhow::Result<()> {
     let client = Client::new(&args.server)?;
     match args.command {
-        Command::Create { name, group, connection } => {
-            let body = json!({ "name": name, "group": group, "connection": connection.for_server()? });
+        Command::Create { name, group, connection, table_format } => {
+            let body = json!({ "name": name, "group": group, "connection": connection.for_server()?, "table_format": table_format });
             let answer = client.post("/v1/collections", &body)?;
             client.print(&answer, print_collection);
         }

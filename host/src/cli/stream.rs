@@ -111,7 +111,7 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
         plugin,
         limits: Limits { memory_bytes: args.memory_limit, deadline: args.deadline, ..Limits::default() },
         partitioning: resolved.partitioning,
-        table_format: resolved.table_format,
+        table_format: resolved.table_format.unwrap_or_default(),
     };
     let node =
         Node { catalog, runtime, budget: Arc::new(MemoryBudget::new(args.memory_budget)), sources: Default::default() };

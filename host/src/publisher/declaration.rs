@@ -135,7 +135,8 @@ pub struct Resolved {
     pub flush_interval_mins: u64,
     pub source: KafkaSource,
     pub partitioning: Partitioning,
-    pub table_format: TableFormat,
+    /// `None`: the collection's default ([`crate::catalog::Collection::table_format_of`]).
+    pub table_format: Option<TableFormat>,
 }
 
 impl Declaration {
@@ -175,10 +176,8 @@ impl Declaration {
         }
         let partition_by = PartitionSpec::parse(&self.partition_by).map_err(DeclarationError::Partition)?;
         let max_partitions_per_batch = max_partitions(self.max_partitions_per_batch.as_ref(), &partition_by)?;
-        let table_format = match &self.table_format {
-            Some(text) => TableFormat::parse(text).map_err(DeclarationError::TableFormat)?,
-            None => TableFormat::default(),
-        };
+        let table_format =
+            self.table_format.as_deref().map(TableFormat::parse).transpose().map_err(DeclarationError::TableFormat)?;
         let kafka_topic = kafka.topic;
         Ok(Resolved {
             name: self.name,
@@ -281,14 +280,14 @@ mod tests {
         assert_eq!(r.source.config.rollover(5).time.as_secs(), 30);
         assert_eq!(r.source.dead_letter_topic.as_deref(), Some("clicks.dlq"));
         assert!(r.partitioning.spec.is_empty());
-        assert_eq!(r.table_format, TableFormat::Delta);
+        assert_eq!(r.table_format, None, "the collection's default");
 
         let text = declaration(
             "flush_interval_mins = 5\noutput_tables = [\"clicks\"]\npartition_by = [\"country\", \"day(_timestamp)\"]\ntable_format = \"iceberg\"",
             SCHEMA,
         );
         let r = resolve(&text).unwrap();
-        assert_eq!(r.table_format, TableFormat::Iceberg);
+        assert_eq!(r.table_format, Some(TableFormat::Iceberg));
         assert_eq!(
             (r.partitioning.spec.columns(), r.partitioning.max_per_batch),
             (vec!["country".into(), "_timestamp_day".into()], 100)

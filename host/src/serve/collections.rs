@@ -16,6 +16,7 @@ use super::request::{body, check_name};
 use crate::catalog::{Collection, Tenant};
 use crate::publisher::source::KafkaConnection;
 use crate::sources::kafka;
+use crate::tables::TableFormat;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,6 +25,8 @@ struct NewCollection {
     #[serde(default = "default_group")]
     group: String,
     connection: Option<KafkaConnection>,
+    /// Its publishers' tables' format when their declaration names none.
+    table_format: Option<String>,
 }
 
 fn default_group() -> String {
@@ -63,6 +66,7 @@ pub fn view(app: &App, collection: &Collection) -> ApiResult<Value> {
         "name": collection.name,
         "group": collection.group,
         "connection": collection.connection.as_ref().map(KafkaConnection::redacted),
+        "table_format": collection.table_format_of(None),
         "publishers": publishers,
         "tables": tables,
         "created_at_ms": collection.created_at_ms,
@@ -80,7 +84,9 @@ pub async fn create(
     if let Some(c) = &req.connection {
         check_connection(c)?;
     }
-    let collection = app.catalog.create_collection(&tenant, &req.name, &req.group, req.connection.as_ref())?;
+    let table_format = req.table_format.as_deref().map(TableFormat::parse).transpose().map_err(ApiError::invalid)?;
+    let collection =
+        app.catalog.create_collection(&tenant, &req.name, &req.group, req.connection.as_ref(), table_format)?;
     Ok((StatusCode::CREATED, Json(view(&app, &collection)?)))
 }
 

@@ -1,6 +1,7 @@
 //! A publisher's `partition_by`, checked at registration: against its table's
 //! partitioning, which does not change once the table has data, and against
-//! the columns its plugin writes.
+//! the columns its plugin writes; and its `table_format`: an Iceberg table
+//! stays one.
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use crate::catalog::Collection;
 use crate::plugin::frames::{Frame, Unframed};
 use crate::plugin::{Declared, OutputSink};
 use crate::publisher::declaration::{Resolved, table_name_for_topic};
+use crate::tables::TableFormat;
 use crate::tables::types::TableTypes;
 
 /// A 422 that says what to do when the declared partitioning cannot be the table's.
@@ -33,6 +35,15 @@ pub(super) async fn check(app: &Arc<App>, collection: &Collection, resolved: &Re
             };
             return Err(ApiError::invalid(format!(
                 "table `{}/{table}` {has} and has data, and a table's partitioning does not change: {keep}, or write a new table partitioned the new way (from another topic, or in another collection)",
+                collection.name
+            )));
+        }
+        // Without it, Iceberg readers would stay at the last snapshot while the table goes on.
+        let namespace = crate::catalog::iceberg_namespace(&collection.scope());
+        let format = collection.table_format_of(resolved.table_format);
+        if format != TableFormat::Iceberg && app.catalog.iceberg_location(&namespace, &table)?.is_some() {
+            return Err(ApiError::invalid(format!(
+                "table `{}/{table}` is an Iceberg table, and without table_format = \"iceberg\" its Iceberg readers would stop at its last snapshot: declare table_format = \"iceberg\", or write a Delta-only table (from another topic, or in another collection)",
                 collection.name
             )));
         }

@@ -57,7 +57,7 @@ pub(super) fn publisher(
         plugin: plugins::load(app, plugin)?,
         limits: limits(&tenant),
         partitioning: resolved.partitioning,
-        table_format: resolved.table_format,
+        table_format: collection.table_format_of(resolved.table_format),
     })
 }
 

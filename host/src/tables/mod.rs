@@ -45,6 +45,13 @@ impl TableFormat {
             other => Err(format!("table_format must be \"delta\" or \"iceberg\", not {other:?}")),
         }
     }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Delta => "delta",
+            Self::Iceberg => "iceberg",
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
