@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use weir::stream::WorkerOptions;
 use weir::tables::{self, TableFormat};
 
+use common::delta::staged;
 use common::peers::iceberg_py;
 use common::serve::{Server, registered_in};
 use common::stream::{Harness, clicks};
@@ -199,6 +200,36 @@ async fn a_partitioned_table_has_icebergs_own_spec_and_readers_prune_by_it() {
     want.sort();
     for reader in READERS {
         assert_eq!(ids(&de["rows"][reader]), want, "{reader}");
+    }
+}
+
+#[test]
+fn an_added_column_takes_the_next_field_id_and_earlier_snapshots_read_as_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = weir::catalog::Catalog::open(dir.path()).unwrap();
+    staged(&catalog, 0..10, None, false).commit(&catalog, true).unwrap();
+    staged(&catalog, 10..20, Some("x"), false).commit(&catalog, true).unwrap();
+    let db = dir.path().join("catalog.db");
+    let read = |columns: &str, extra: &[&str]| {
+        let mut args = vec!["read", db.to_str().unwrap(), "events.t", "--columns", columns];
+        args.extend(extra);
+        iceberg_py(&args)
+    };
+    let now = read("id,extra", &[]);
+    let fields: Vec<Value> = now["schema"].as_array().unwrap().iter().map(|f| json!([f[0], f[1], f[2]])).collect();
+    assert_eq!(fields, [json!([1, "id", "long"]), json!([2, "extra", "string"])], "{now}");
+    assert_eq!(now["snapshots"].as_array().unwrap().len(), 2);
+    for reader in READERS {
+        let mut rows = now["rows"][reader].as_array().unwrap().clone();
+        rows.sort_by_key(|r| r[0].as_i64());
+        assert_eq!(rows.len(), 20, "{reader}");
+        // The first version's rows have no value for the column added after them.
+        assert_eq!((&rows[0], &rows[19]), (&json!([0, null]), &json!([19, "x"])), "{reader}");
+    }
+    // Snapshot 1 reads with its own schema, which has no `extra`.
+    let first = read("id", &["--snapshot", "1"]);
+    for reader in READERS {
+        assert_eq!(first["rows"][reader].as_array().unwrap().len(), 10, "{reader} at snapshot 1");
     }
 }
 

@@ -105,21 +105,38 @@ pub fn sync(catalog: &Catalog, collection: &str, table: &str) -> anyhow::Result<
             return Ok(false);
         }
         let commit = prepare(catalog, collection, table, None)?;
-        commit.write(catalog.store(), None)?;
-        match catalog.move_iceberg(collection, table, &commit) {
-            Ok(()) => {
-                remember(commit.location.clone(), commit.into_written(None));
-                return Ok(true);
-            }
-            Err(e) => {
-                commit.keys().for_each(|k| drop(catalog.store().delete(k)));
-                if !matches!(e, CatalogError::IcebergMoved { .. }) || attempt >= ATTEMPTS {
-                    return Err(e.into());
-                }
-            }
+        if move_to(catalog, collection, table, commit, attempt)? {
+            return Ok(true);
         }
     }
     unreachable!("the loop returns")
+}
+
+/// Writes `commit`'s files and moves the table's pointer to them (metadata
+/// for a version already committed). `false`: another commit moved the table
+/// on first, and this one, its files deleted, is to be made again (an error
+/// after `ATTEMPTS`).
+fn move_to(
+    catalog: &Catalog,
+    collection: &str,
+    table: &str,
+    commit: IcebergCommit,
+    attempt: usize,
+) -> anyhow::Result<bool> {
+    commit.write(catalog.store(), None)?;
+    match catalog.move_iceberg(collection, table, &commit) {
+        Ok(()) => {
+            remember(commit.location.clone(), commit.into_written(None));
+            Ok(true)
+        }
+        Err(e) => {
+            commit.keys().for_each(|k| drop(catalog.store().delete(k)));
+            match e {
+                CatalogError::IcebergMoved { .. } if attempt < ATTEMPTS => Ok(false),
+                e => Err(e.into()),
+            }
+        }
+    }
 }
 
 /// Expires the snapshots of versions before `before` (a vacuum's oldest kept
@@ -164,18 +181,8 @@ fn expire(catalog: &Catalog, collection: &str, table: &str, before: i64) -> anyh
             version: current,
             manifests: None,
         };
-        commit.write(store, None)?;
-        match catalog.move_iceberg(collection, table, &commit) {
-            Ok(()) => {
-                remember(commit.location.clone(), commit.into_written(None));
-                return Ok(count);
-            }
-            Err(e) => {
-                let _ = store.delete(&commit.key);
-                if !matches!(e, CatalogError::IcebergMoved { .. }) || attempt >= ATTEMPTS {
-                    return Err(e.into());
-                }
-            }
+        if move_to(catalog, collection, table, commit, attempt)? {
+            return Ok(count);
         }
     }
     unreachable!("the loop returns")
