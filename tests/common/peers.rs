@@ -91,6 +91,12 @@ pub fn iceberg_py_with<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, Stri
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("iceberg.py printed no JSON ({e}):\n{out}"))
 }
 
+/// Runs `tests/peers/console.py` (headless Chromium through Selenium, walking the web console) with `args`.
+pub fn console_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
+    let out = peer("console.py", args, &[]);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("console.py printed no JSON ({e}):\n{out}"))
+}
+
 fn peer<S: AsRef<std::ffi::OsStr>>(script: &str, args: &[S], env: &[(&str, String)]) -> String {
     let out = Command::new("python3")
         .arg(test_file(&format!("peers/{script}")))

@@ -61,6 +61,9 @@ pub struct Args {
     /// deleted on other nodes of its catalog, and records its heartbeat.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     cluster_poll: Duration,
+    /// How long a web console session (at the server's `/`) lasts without a request.
+    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    console_idle: Duration,
     /// Also run an in-process Kafka broker (the demo's: librdkafka's mock
     /// cluster, on a loopback port printed at start), for trying weir with
     /// nothing else installed. Its topics live in memory, for as long as the
@@ -88,6 +91,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         max_module_bytes: args.max_module_size,
         lag_interval: args.lag_interval,
         cluster_poll: args.cluster_poll,
+        console_idle: args.console_idle,
         worker: WorkerOptions { shutdown_deadline: args.shutdown_deadline, ..WorkerOptions::default() },
         ..ServeConfig::new(args.data_dir, args.listen)
     };

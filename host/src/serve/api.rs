@@ -22,6 +22,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/admin/secret-key", get(admin::secret_key))
         .route("/v1/admin/secret-key/rotate", post(admin::rotate_secret_key))
+        .route("/v1/admin/audit", get(admin::audit))
         .route("/v1/tenants", post(tenants::create).get(tenants::list))
         .route("/v1/tenants/{tenant}/tokens", post(tenants::new_token).get(tenants::tokens))
         .route("/v1/tenants/{tenant}/quotas", axum::routing::put(tenants::set_quotas))
@@ -56,6 +57,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route(&format!("{t}/vacuum"), post(tables::vacuum))
         // An Iceberg REST catalog (read-only) over the tenant's Iceberg tables.
         .merge(super::iceberg::router())
+        // The web console: a page over these same routes, signed in with a session cookie.
+        .merge(super::console::router())
         .fallback(|| async { ApiError::not_found("no such endpoint: see the README's API section") })
         .with_state(app)
 }

@@ -1,7 +1,9 @@
 //! Bearer tokens. A token is `weir_` and 40 random hex digits; only its
 //! sha256 is stored. The admin token manages tenants; a tenant's token sees
 //! and touches only that tenant's objects, until it expires or is revoked.
-//! Every refused token is written to the audit log.
+//! Every refused token is written to the audit log. A request without a
+//! token may come with a console session instead, opened with one
+//! (`console::sessions`): it is authorized as that token's would be.
 
 use std::sync::Arc;
 
@@ -30,7 +32,7 @@ fn constant_time_eq(a: &str, b: &str) -> bool {
 }
 
 /// Refuses a request, and says so in the audit log.
-fn refuse(app: &App, parts: &Parts, error: ApiError, token: Option<&str>) -> ApiError {
+pub(super) fn refuse(app: &App, parts: &Parts, error: ApiError, token: Option<&str>) -> ApiError {
     let reason = if error.status == axum::http::StatusCode::FORBIDDEN { "forbidden" } else { "unauthorized" };
     app.audit.record(
         "auth.refused",
@@ -53,6 +55,30 @@ fn bearer(parts: &Parts) -> Result<String, ApiError> {
         .ok_or_else(|| ApiError::unauthorized("the Authorization header must be `Bearer <token>`"))
 }
 
+/// The sha256 of the token a request acts with: its bearer token's, or that
+/// of the token its console session was opened with.
+fn credential(app: &App, parts: &Parts) -> Result<String, ApiError> {
+    if !parts.headers.contains_key(AUTHORIZATION)
+        && let Some(session) = app.sessions.of(parts)?
+    {
+        return Ok(session.token_sha256);
+    }
+    bearer(parts)
+}
+
+/// Who a token (by its sha256) acts for now: `None` for the admin, or its
+/// tenant's name; an error saying why not when it is unknown, revoked or expired.
+pub(super) fn holder(app: &App, sha: &str) -> Result<Option<String>, ApiError> {
+    if constant_time_eq(sha, &app.admin_token_sha256) {
+        return Ok(None);
+    }
+    match app.catalog.tenant_by_token(sha)? {
+        Some((tenant, token)) if token.usable(crate::catalog::now_ms()) => Ok(Some(tenant.name)),
+        Some((tenant, token)) => Err(unusable(&tenant.name, &token)),
+        None => Err(ApiError::unauthorized("the token is not valid: check it, or ask the admin for one")),
+    }
+}
+
 /// The tenant a request acts for.
 pub struct Caller(pub Tenant);
 
@@ -60,7 +86,7 @@ impl FromRequestParts<Arc<App>> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, ApiError> {
-        let sha = bearer(parts).map_err(|e| refuse(app, parts, e, None))?;
+        let sha = credential(app, parts).map_err(|e| refuse(app, parts, e, None))?;
         if let Some((tenant, token)) = app.catalog.tenant_by_token(&sha)? {
             if token.usable(crate::catalog::now_ms()) {
                 return Ok(Caller(tenant));
@@ -88,7 +114,7 @@ impl FromRequestParts<Arc<App>> for Admin {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, ApiError> {
-        let sha = bearer(parts).map_err(|e| refuse(app, parts, e, None))?;
+        let sha = credential(app, parts).map_err(|e| refuse(app, parts, e, None))?;
         if constant_time_eq(&sha, &app.admin_token_sha256) {
             return Ok(Admin);
         }

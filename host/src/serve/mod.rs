@@ -8,6 +8,7 @@ mod audit;
 mod auth;
 mod cluster;
 mod collections;
+mod console;
 mod dead_letters;
 mod error;
 mod iceberg;
@@ -70,6 +71,8 @@ pub struct ServeConfig {
     /// How often this node brings its workers to the catalog's publishers
     /// (changes made on other nodes) and records its heartbeat.
     pub cluster_poll: Duration,
+    /// How long a console session lasts without a request.
+    pub console_idle: Duration,
     pub worker: WorkerOptions,
 }
 
@@ -88,6 +91,7 @@ impl ServeConfig {
             check_timeout: Duration::from_secs(10),
             lag_interval: Duration::from_secs(15),
             cluster_poll: Duration::from_secs(2),
+            console_idle: Duration::from_secs(30 * 60),
             worker: WorkerOptions::default(),
         }
     }
@@ -103,6 +107,8 @@ pub struct App {
     pub audit: audit::Audit,
     /// Held while the workers are brought to the catalog (`cluster::reconcile`).
     pub control: tokio::sync::Mutex<()>,
+    /// The web console's signed-in browsers.
+    pub sessions: console::sessions::Sessions,
 }
 
 const ADMIN_TOKEN_SETTING: &str = "admin_token_sha256";
@@ -161,8 +167,17 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let supervisor = Supervisor::new(node, config.worker.clone(), Arc::new(Metrics::default()));
     let audit = audit::Audit::open(&config.data_dir)?;
     let control = tokio::sync::Mutex::new(());
-    let app =
-        Arc::new(App { catalog, runtime, supervisor, admin_token_sha256, config: config.clone(), audit, control });
+    let sessions = console::sessions::Sessions::new(config.console_idle);
+    let app = Arc::new(App {
+        catalog,
+        runtime,
+        supervisor,
+        admin_token_sha256,
+        config: config.clone(),
+        audit,
+        control,
+        sessions,
+    });
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

@@ -156,9 +156,30 @@ fn state(app: &App, record: &PublisherRecord) -> WorkerState {
     app.supervisor.state(&record.key()).unwrap_or(WorkerState::Failed { error: "not running on this node".into() })
 }
 
+/// What holds a running worker back, in the words `publisher status` uses
+/// (the console's list shows it beside the state); `None` when nothing does.
+fn condition(app: &App, key: &str) -> Option<String> {
+    if let Some(r) = app.supervisor.retry(key) {
+        return Some(format!("retrying: attempt {} of {} failed: {}", r.attempt, r.of, r.error));
+    }
+    if let Some(t) = app.supervisor.refused(key) {
+        return Some(format!("brokers refuse it: {}", t.error));
+    }
+    if let Some(t) = app.supervisor.unreachable(key) {
+        return Some(format!("brokers unreachable: {}", t.error));
+    }
+    let waiting = app.supervisor.registry(key).and_then(|r| r.waiting);
+    waiting.map(|e| format!("waiting for the registry: {e}"))
+}
+
 fn summary(app: &App, record: &PublisherRecord) -> ApiResult<Value> {
     let resolved = resolve(&record.declaration)?;
     let state = state(app, record);
+    let condition = match &state {
+        WorkerState::Failed { error } => Some(error.clone()),
+        WorkerState::Consuming { .. } => condition(app, &record.key()),
+        WorkerState::Paused => None,
+    };
     Ok(json!({
         "collection": record.collection.name,
         "name": record.name,
@@ -166,6 +187,7 @@ fn summary(app: &App, record: &PublisherRecord) -> ApiResult<Value> {
         "output_table": format!("{}/{}", record.collection.name, table_name_for_topic(&resolved.source.topic)),
         "plugin": record.plugin,
         "state": state.name(),
+        "condition": condition,
         "updated_at_ms": record.updated_at_ms,
     }))
 }

@@ -131,13 +131,25 @@ pub async fn vacuum(
     Ok(Json(json!(done)))
 }
 
+#[derive(Deserialize)]
+pub struct Latest {
+    /// Only the last this many versions.
+    limit: Option<i64>,
+}
+
+/// `GET …/versions?limit=`: the table's versions (the last `limit`), oldest first.
 pub async fn versions(
     Caller(tenant): Caller,
     State(app): State<Arc<App>>,
     Path((collection, table)): Path<(String, String)>,
+    Query(q): Query<Latest>,
 ) -> ApiResult<Json<Value>> {
     let scope = locate(&app, &tenant, &collection, &table)?;
-    Ok(Json(json!(app.catalog.versions(&scope, &table)?)))
+    let after = match q.limit {
+        Some(n) => app.catalog.version_at(&scope, &table, i64::MAX)?.unwrap_or(0) - n.max(0),
+        None => 0,
+    };
+    Ok(Json(json!(app.catalog.versions_after(&scope, &table, after)?)))
 }
 
 pub async fn schema(

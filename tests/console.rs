@@ -1,0 +1,161 @@
+//! The web console `weir serve` serves at `/`: signed in with a token
+//! exchanged for a session cookie, walked in a real browser (Debian's
+//! Chromium, driven by Selenium from `tests/peers/console.py`) as a tenant,
+//! another tenant and the admin; and its sessions' rules over plain HTTP
+//! (cookie attributes, CSRF, sign-out, idle expiry, a revoked token).
+
+mod common;
+
+use serde_json::{Value, json};
+
+use common::block_on;
+use common::serve::{ADMIN, Server, broker, poll, registered};
+use common::stream::{clicks, produce_bytes};
+
+/// Signs in over HTTP; the session cookie's `Set-Cookie` line and the answer.
+fn sign_in(server: &Server, token: &str) -> (u16, Option<String>, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut response =
+        agent.post(format!("{}/console/session", server.url)).send_json(json!({ "token": token })).unwrap();
+    let cookie = response.headers().get("set-cookie").map(|v| v.to_str().unwrap().to_string());
+    let status = response.status().as_u16();
+    let body: Value = serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap_or(Value::Null);
+    (status, cookie, body)
+}
+
+/// A request with a session cookie (and a CSRF token, if given): its status.
+fn with_session(server: &Server, method: &str, path: &str, cookie: &str, csrf: Option<&str>) -> u16 {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let id = cookie.split(';').next().unwrap();
+    let url = format!("{}{path}", server.url);
+    let response = match method {
+        "GET" => agent.get(&url).header("Cookie", id).call(),
+        _ => {
+            let mut request = agent.post(&url).header("Cookie", id);
+            if let Some(csrf) = csrf {
+                request = request.header("X-CSRF-Token", csrf);
+            }
+            request.send_json(json!({ "name": "from-a-session" }))
+        }
+    };
+    response.unwrap().status().as_u16()
+}
+
+#[test]
+fn a_tenant_walks_the_console_in_a_browser_and_sees_only_its_own() {
+    let broker = broker();
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    let token = registered(&server, dir.path(), broker.bootstrap_servers());
+    let other = server.tenant("globex", json!({}));
+    // Ten clicks, and three dead letters: markup that must stay text, bytes
+    // that are not UTF-8, and a click whose user_id is not a number.
+    let hostile = r#"<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>"#;
+    let mistyped = json!({"event_id": "bad", "user_id": "x", "url": "/", "ts": "2026-11-29T10:00:00Z"}).to_string();
+    let mut values: Vec<Vec<u8>> = clicks(0, 10).into_iter().map(String::into_bytes).collect();
+    values.extend([hostile.as_bytes().to_vec(), vec![0xff, 0xfe, 0x00, 0x7b], mistyped.into_bytes()]);
+    block_on(produce_bytes(broker.bootstrap_servers(), "clicks", &values));
+    server.wait_for_rows(&token, "events", "clicks", 10);
+    poll("three dead letters", || {
+        let (_, list) =
+            server.http("GET", "/v1/collections/events/publishers/read_clicks/dead-letters", Some(&token), None);
+        (list.as_array().map_or(0, Vec::len) == 3).then_some(())
+    });
+
+    let seen = common::peers::console_py(&[&server.url, &token, &other, ADMIN]);
+    let text = |key: &str| seen[key].to_string();
+
+    assert_eq!(seen["token_field_type"], "password", "{seen}");
+    assert_eq!(seen["token_label"], "Token");
+    assert!(text("refused").contains("not valid"), "{seen}");
+    assert_eq!(seen["who"], "tenant acme");
+    assert_eq!(seen["cookie_visible_to_script"], "", "the session cookie is HttpOnly");
+    assert_eq!(seen["token_in_page"], false);
+    assert_eq!(seen["storage"], 0);
+    assert!(text("publishers").contains("events/read_clicks") && text("publishers").contains("consuming"), "{seen}");
+    assert_eq!(seen["overflow_at_1280"], false);
+    assert_eq!(seen["link_reached_by_keyboard"], true, "{seen}");
+    let publisher = text("publisher_page");
+    assert!(publisher.contains("consuming (partitions") && publisher.contains("events/clicks"), "{publisher}");
+    assert!(publisher.contains("committed"), "{publisher}");
+    assert!(seen["chart_bars"].as_u64().unwrap() >= 1, "{seen}");
+
+    // The markup is shown as the text it is, and ran nowhere; the bytes as hex.
+    let letters: Vec<&str> = seen["dead_letters"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(letters.contains(&hostile), "{letters:?}");
+    assert!(letters.contains(&"ff fe 00 7b"), "{letters:?}");
+    assert_eq!(seen["injected"], json!([null, 0]), "the dead letter's markup ran or made elements");
+    assert_eq!(seen["dead_letter_reasons"].as_array().unwrap().len(), 3);
+    assert!(text("dead_letter_reasons").contains("user_id"), "{seen}");
+    assert_eq!(seen["filtered"], 1, "filtered by the reason `user_id`: {seen}");
+    assert_eq!(seen["overflow_at_phone"], false, "the page is wider than a phone: {seen}");
+
+    assert_eq!(seen["tables"], json!(["events/clicks"]));
+    let table = text("table_page");
+    assert!(table.contains("Delta Lake") && table.contains("delta_scan(") && table.contains("event_id"), "{table}");
+    assert!(table.contains("the first 10 of 10 rows") && table.contains("evt-9"), "the preview shows rows: {table}");
+
+    assert_eq!(seen["post_without_csrf"], 403, "{seen}");
+    assert_eq!(seen["post_with_csrf"], 201, "{seen}");
+    assert!(text("confirmation").contains("Pause events/read_clicks?"), "{seen}");
+    let (_, status) = server.http("GET", "/v1/collections/events/publishers/read_clicks", Some(&token), None);
+    assert_eq!(status["worker"]["state"], "paused", "the console's pause reached the server");
+    assert_eq!(seen["after_sign_out"], 401);
+    assert!(text("other_tenant").contains("No publishers yet"), "{seen}");
+    let tenants = text("tenants");
+    assert!(tenants.contains("acme, created") && tenants.contains("globex, created"), "{seen}");
+    assert!(text("audit").contains("console.sign-in") && text("audit").contains("tenant.create"), "{seen}");
+    // The token the admin made in the console, then revoked there: refused.
+    let made = seen["made_token"].as_str().unwrap();
+    assert!(made.starts_with("weir_"), "{seen}");
+    let (status, answer) = server.http("GET", "/v1/publishers", Some(made), None);
+    assert_eq!(status, 401, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("was revoked"), "{answer}");
+}
+
+#[test]
+fn a_session_is_an_httponly_cookie_whose_changes_need_csrf_and_which_ends_on_sign_out_idle_or_revocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start_with(&dir.path().join("data"), &["--console-idle", "2s"]);
+    let token = server.tenant("acme", json!({}));
+
+    let (status, _, answer) = sign_in(&server, "weir_0000000000000000000000000000000000000000");
+    assert_eq!(status, 401, "{answer}");
+    let (status, cookie, answer) = sign_in(&server, &token);
+    assert_eq!(status, 200, "{answer}");
+    let cookie = cookie.expect("a session cookie");
+    assert!(cookie.starts_with("weir_session=") && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    assert!(!cookie.contains("Secure"), "plain HTTP on loopback: {cookie}");
+    assert!(!cookie.contains(&token) && !answer.to_string().contains(&token), "the token is not handed back");
+    assert_eq!(answer["tenant"], "acme");
+    let csrf = answer["csrf"].as_str().unwrap().to_string();
+
+    // Reads with the cookie alone; a change needs the CSRF token too.
+    assert_eq!(with_session(&server, "GET", "/v1/collections", &cookie, None), 200);
+    assert_eq!(with_session(&server, "POST", "/v1/collections", &cookie, None), 403);
+    assert_eq!(with_session(&server, "POST", "/v1/collections", &cookie, Some("not-it")), 403);
+    assert_eq!(with_session(&server, "POST", "/v1/collections", &cookie, Some(&csrf)), 201);
+    // What a tenant's token may not do, its session may not either.
+    assert_eq!(with_session(&server, "GET", "/v1/tenants", &cookie, None), 403);
+
+    // Idle longer than --console-idle: ended.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(with_session(&server, "GET", "/v1/collections", &cookie, None), 401);
+
+    // A revoked token ends the sessions opened with it.
+    let (_, cookie, answer) = sign_in(&server, &token);
+    let cookie = cookie.unwrap();
+    assert_eq!(with_session(&server, "GET", "/console/session", &cookie, None), 200, "{answer}");
+    let (_, tokens) = server.http("GET", "/v1/tenants/acme/tokens", Some(ADMIN), None);
+    let id = tokens[0]["id"].as_str().unwrap().to_string();
+    let (status, _) = server.http("DELETE", &format!("/v1/tenants/acme/tokens/{id}"), Some(ADMIN), None);
+    assert_eq!(status, 200);
+    assert_eq!(with_session(&server, "GET", "/v1/collections", &cookie, None), 401);
+    assert_eq!(with_session(&server, "GET", "/console/session", &cookie, None), 401);
+
+    // The page: embedded, its own script only.
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let page = agent.get(format!("{}/", server.url)).call().unwrap();
+    let policy = page.headers().get("content-security-policy").unwrap().to_str().unwrap().to_string();
+    assert!(policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"), "{policy}");
+}

@@ -1,0 +1,186 @@
+"""weir's web console in a real browser: Debian's headless Chromium driven
+by Selenium through chromedriver. Walks the console as a tenant would and
+prints what it saw as JSON, for tests/console.rs to check.
+
+    console.py URL TENANT_TOKEN OTHER_TENANT_TOKEN ADMIN_TOKEN
+"""
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager downloads nothing here
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as seen
+from selenium.webdriver.support.ui import WebDriverWait
+
+url, token, other, admin = sys.argv[1:5]
+
+
+def browser(profile):
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1280,720"]:
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def wait(driver, condition, what, seconds=30):
+    try:
+        return WebDriverWait(driver, seconds).until(condition)
+    except TimeoutException:
+        raise SystemExit(f"timed out waiting for {what}; the page says:\n{driver.find_element(By.TAG_NAME, 'body').text}")
+
+
+def text_of(driver, css):
+    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, css)]
+
+
+def sign_in(driver, with_token):
+    field = wait(driver, seen.element_to_be_clickable((By.ID, "token")), "the sign-in form")
+    field.clear()
+    field.send_keys(with_token, Keys.ENTER)
+
+
+def fetch_status(driver, method, path, csrf=False):
+    """What the API answers a request the page makes with its cookie (and, if asked, its CSRF token)."""
+    return driver.execute_async_script(
+        """const [method, path, csrf, done] = arguments;
+        const headers = {"Content-Type": "application/json"};
+        const go = async () => {
+          if (csrf) headers["X-CSRF-Token"] = (await (await fetch("/console/session")).json()).csrf;
+          const r = await fetch(path, {method, headers, body: method === "GET" ? undefined : JSON.stringify({name: "made-by-a-page"})});
+          done(r.status);
+        };
+        go().catch((e) => done(String(e)));""", method, path, csrf)
+
+
+seen_ = {}
+with tempfile.TemporaryDirectory() as profile:
+    driver = browser(profile)
+    try:
+        driver.get(url + "/")
+        field = wait(driver, seen.presence_of_element_located((By.ID, "token")), "the sign-in form")
+        seen_["token_field_type"] = field.get_attribute("type")
+        seen_["token_label"] = driver.find_element(By.CSS_SELECTOR, "label[for=token]").text
+
+        sign_in(driver, "weir_" + "0" * 40)
+        wait(driver, lambda d: d.find_element(By.ID, "sign-in-error").text, "the refusal")
+        seen_["refused"] = driver.find_element(By.ID, "sign-in-error").text
+
+        sign_in(driver, token)
+        wait(driver, lambda d: "tenant" in d.find_element(By.ID, "who").text, "signing in")
+        seen_["who"] = driver.find_element(By.ID, "who").text
+        seen_["cookie_visible_to_script"] = driver.execute_script("return document.cookie")
+        seen_["token_in_page"] = token in driver.page_source
+        seen_["storage"] = driver.execute_script("return localStorage.length + sessionStorage.length")
+
+        # The publishers, live: the row appears, consuming.
+        wait(driver, lambda d: any("consuming" in t for t in text_of(d, "tbody tr")), "a consuming publisher")
+        seen_["publishers"] = text_of(driver, "tbody tr")
+        width = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+        seen_["overflow_at_1280"] = width[0] > width[1]
+
+        # Keyboard only: tab to the publisher's link and open it.
+        link = driver.find_element(By.CSS_SELECTOR, "tbody a")
+        for _ in range(20):
+            ActionChains(driver).send_keys(Keys.TAB).perform()
+            if driver.switch_to.active_element == link:
+                break
+        seen_["link_reached_by_keyboard"] = driver.switch_to.active_element == link
+        ActionChains(driver).send_keys(Keys.ENTER).perform()
+        wait(driver, lambda d: len(text_of(d, "main table tbody tr")) >= 1 and "Batches" in d.find_element(By.ID, "main").text,
+             "the publisher's batches")
+        seen_["publisher_page"] = driver.find_element(By.ID, "main").text
+        seen_["chart_bars"] = len(driver.find_elements(By.CSS_SELECTOR, "svg.chart rect"))
+
+        # Its dead letters, shown as text: the markup inside one stays text.
+        driver.find_element(By.LINK_TEXT, "Dead letters").click()
+        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "tr.dead-letter"), "the dead letters")
+        seen_["dead_letters"] = text_of(driver, "tr.dead-letter td.payload")
+        seen_["dead_letter_reasons"] = text_of(driver, "tr.dead-letter td.error")
+        seen_["injected"] = driver.execute_script(
+            "return [window.__pwned === undefined ? null : window.__pwned, document.querySelectorAll('main img, main script').length]")
+        reason = driver.find_element(By.ID, "reason")
+        reason.send_keys("user_id")
+        reason.send_keys(Keys.ENTER)
+        time.sleep(1)
+        wait(driver, lambda d: "reason=" in d.current_url and d.find_elements(By.CSS_SELECTOR, "#main table, #main p"), "the filter")
+        time.sleep(0.5)
+        seen_["filtered"] = len(driver.find_elements(By.CSS_SELECTOR, "tr.dead-letter"))
+
+        # A phone's width: nothing but the tables' own scrollers is wider than the screen.
+        driver.set_window_size(390, 844)
+        width = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+        seen_["overflow_at_phone"] = width[0] > width[1]
+        driver.set_window_size(1280, 720)
+
+        # The table: its preview and versions.
+        driver.get(url + "/#/tables")
+        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "tbody a"), "the tables")
+        seen_["tables"] = text_of(driver, "tbody a")
+        driver.find_element(By.CSS_SELECTOR, "tbody a").click()
+        wait(driver, lambda d: "Versions" in d.find_element(By.ID, "main").text and len(d.find_elements(By.CSS_SELECTOR, "table")) >= 3,
+             "the table page")
+        seen_["table_page"] = driver.find_element(By.ID, "main").text
+
+        # A change without the session's CSRF token is refused; with it, it is made.
+        seen_["post_without_csrf"] = fetch_status(driver, "POST", "/v1/collections")
+        seen_["post_with_csrf"] = fetch_status(driver, "POST", "/v1/collections", csrf=True)
+
+        # Pause, confirmed in the dialog.
+        driver.get(url + "/#/")
+        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "tbody a"), "the publishers")
+        driver.find_element(By.CSS_SELECTOR, "tbody a").click()
+        pause = wait(driver, seen.element_to_be_clickable((By.XPATH, "//button[text()='Pause']")), "the pause button")
+        pause.click()
+        wait(driver, seen.alert_is_present(), "the confirmation")
+        seen_["confirmation"] = driver.switch_to.alert.text
+        driver.switch_to.alert.accept()
+        wait(driver, lambda d: "paused" in d.find_element(By.ID, "main").text.split("worker", 1)[-1][:40], "the paused state")
+        seen_["paused"] = True
+
+        # Signing out ends the session: the API refuses the cookie after.
+        driver.find_element(By.ID, "sign-out").click()
+        wait(driver, seen.presence_of_element_located((By.ID, "token")), "the sign-in form after signing out")
+        seen_["after_sign_out"] = fetch_status(driver, "GET", "/v1/publishers")
+
+        # Another tenant sees none of it.
+        sign_in(driver, other)
+        wait(driver, lambda d: "No publishers yet" in d.find_element(By.ID, "main").text, "the other tenant's empty list")
+        seen_["other_tenant"] = driver.find_element(By.ID, "main").text
+        driver.get(url + "/#/tables")
+        wait(driver, lambda d: "No tables yet" in d.find_element(By.ID, "main").text, "the other tenant's tables")
+        driver.find_element(By.ID, "sign-out").click()
+
+        # The admin sees the tenants, their tokens and the audit log; makes a token and revokes it.
+        sign_in(driver, admin)
+        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "details.tenant"), "the tenants")
+        seen_["tenants"] = text_of(driver, "details.tenant summary")
+        wait(driver, lambda d: "console.sign-in" in d.find_element(By.ID, "main").text, "the audit log")
+        seen_["audit"] = driver.find_element(By.ID, "main").text.split("Audit log", 1)[1]
+        tenant = driver.find_element(By.CSS_SELECTOR, "details.tenant")
+        tenant.find_element(By.TAG_NAME, "summary").click()
+        tenant.find_element(By.XPATH, ".//button[text()='New token']").click()
+        wait(driver, lambda d: "weir_" in tenant.find_element(By.CSS_SELECTOR, "output").text, "the new token")
+        made = tenant.find_element(By.CSS_SELECTOR, "output code").text
+        wait(driver, lambda d: len(tenant.find_elements(By.CSS_SELECTOR, "tr.token")) == 2, "the new token listed")
+        tenant.find_elements(By.XPATH, ".//button[text()='Revoke']")[-1].click()
+        wait(driver, seen.alert_is_present(), "the confirmation")
+        driver.switch_to.alert.accept()
+        wait(driver, lambda d: len(tenant.find_elements(By.XPATH, ".//button[text()='Revoke']")) == 1, "the revocation")
+        seen_["made_token"] = made
+    finally:
+        driver.quit()
+
+print(json.dumps(seen_))
