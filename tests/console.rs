@@ -9,7 +9,7 @@ mod common;
 use serde_json::{Value, json};
 
 use common::block_on;
-use common::serve::{ADMIN, Server, broker, poll, registered};
+use common::serve::{ADMIN, QUICK, Server, broker, declaration, poll, registered};
 use common::stream::{clicks, produce_bytes};
 
 /// Signs in over HTTP; the session cookie's `Set-Cookie` line and the answer.
@@ -56,13 +56,19 @@ fn a_tenant_walks_the_console_in_a_browser_and_sees_only_its_own() {
     values.extend([hostile.as_bytes().to_vec(), vec![0xff, 0xfe, 0x00, 0x7b], mistyped.into_bytes()]);
     block_on(produce_bytes(broker.bootstrap_servers(), "clicks", &values));
     server.wait_for_rows(&token, "events", "clicks", 10);
+    // A second publisher, on the same topic in another collection, whose plugin traps: retried.
+    let bootstrap = broker.bootstrap_servers();
+    server.cli_ok(&token, &["collection", "create", "faulty", "--bootstrap-servers", bootstrap]);
+    let decl = declaration(dir.path(), QUICK);
+    let panics = common::guest_path("hostile-panic").display().to_string();
+    server.cli_ok(&token, &["publisher", "register", "faulty", decl.to_str().unwrap(), "--plugin", &panics]);
     poll("three dead letters", || {
         let (_, list) =
             server.http("GET", "/v1/collections/events/publishers/read_clicks/dead-letters", Some(&token), None);
         (list.as_array().map_or(0, Vec::len) == 3).then_some(())
     });
 
-    let seen = common::peers::console_py(&[&server.url, &token, &other, ADMIN]);
+    let seen = common::peers::console_py(&[&server.url, bootstrap, &token, &other, ADMIN]);
     let text = |key: &str| seen[key].to_string();
 
     assert_eq!(seen["token_field_type"], "password", "{seen}");
@@ -73,12 +79,22 @@ fn a_tenant_walks_the_console_in_a_browser_and_sees_only_its_own() {
     assert_eq!(seen["token_in_page"], false);
     assert_eq!(seen["storage"], 0);
     assert!(text("publishers").contains("events/read_clicks") && text("publishers").contains("consuming"), "{seen}");
+    // The trapping plugin's publisher: retrying, in the sandbox's words (as its status gives them).
+    let (_, faulty) =
+        server.http("GET", "/v1/collections/faulty/publishers/read_clicks/executions", Some(&token), None);
+    let words = faulty[0]["error"].as_str().unwrap_or_else(|| panic!("no failed attempt: {faulty}"));
+    let row =
+        seen["publishers"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).find(|r| r.starts_with("faulty/"));
+    let row = row.unwrap_or_else(|| panic!("no faulty publisher listed: {seen}"));
+    assert!(row.contains("retrying: attempt") && row.contains(words.lines().next().unwrap()), "{row}\n{words}");
     assert_eq!(seen["overflow_at_1280"], false);
     assert_eq!(seen["link_reached_by_keyboard"], true, "{seen}");
     let publisher = text("publisher_page");
     assert!(publisher.contains("consuming (partitions") && publisher.contains("events/clicks"), "{publisher}");
     assert!(publisher.contains("committed"), "{publisher}");
     assert!(seen["chart_bars"].as_u64().unwrap() >= 1, "{seen}");
+    assert!(text("declaration").contains(r#"topic = \"clicks\""#), "{seen}");
+    assert!(seen["batches_live"].as_u64().unwrap() >= 2, "{seen}");
 
     // The markup is shown as the text it is, and ran nowhere; the bytes as hex.
     let letters: Vec<&str> = seen["dead_letters"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
@@ -93,15 +109,27 @@ fn a_tenant_walks_the_console_in_a_browser_and_sees_only_its_own() {
     assert_eq!(seen["tables"], json!(["events/clicks"]));
     let table = text("table_page");
     assert!(table.contains("Delta Lake") && table.contains("delta_scan(") && table.contains("event_id"), "{table}");
-    assert!(table.contains("the first 10 of 10 rows") && table.contains("evt-9"), "the preview shows rows: {table}");
+    // Two versions by now: the first ten clicks, and the ten produced while the publisher's page was open.
+    assert!(table.contains("the first 20 of 20 rows") && table.contains("evt-1009"), "the preview shows rows: {table}");
 
     assert_eq!(seen["post_without_csrf"], 403, "{seen}");
     assert_eq!(seen["post_with_csrf"], 201, "{seen}");
-    assert!(text("confirmation").contains("Pause events/read_clicks?"), "{seen}");
+    assert!(text("confirm_paused").contains("Pause events/read_clicks?"), "{seen}");
+    assert!(text("confirm_consuming").contains("Resume events/read_clicks?"), "{seen}");
+    assert_eq!(seen["paused_and_resumed"], true);
     let (_, status) = server.http("GET", "/v1/collections/events/publishers/read_clicks", Some(&token), None);
-    assert_eq!(status["worker"]["state"], "paused", "the console's pause reached the server");
+    assert_eq!(status["worker"]["state"], "consuming", "the console's resume reached the server");
     assert_eq!(seen["after_sign_out"], 401);
     assert!(text("other_tenant").contains("No publishers yet"), "{seen}");
+    // Another tenant's publisher by its URL: not found (not forbidden: its existence is not told).
+    assert_eq!(seen["other_by_url_status"], 404, "{seen}");
+    assert!(text("other_by_url").contains("does not exist"), "{seen}");
+    // axe-core's check in every page: no serious or critical violation.
+    let checked = seen["accessibility"].as_object().unwrap();
+    assert_eq!(checked.len(), 7, "{seen}");
+    for (page, violations) in checked {
+        assert_eq!(violations, &json!([]), "accessibility of the {page} page");
+    }
     let tenants = text("tenants");
     assert!(tenants.contains("acme, created") && tenants.contains("globex, created"), "{seen}");
     assert!(text("audit").contains("console.sign-in") && text("audit").contains("tenant.create"), "{seen}");

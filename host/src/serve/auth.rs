@@ -27,7 +27,7 @@ pub fn token_sha256(token: &str) -> String {
 }
 
 /// Equal, in time that depends only on the lengths (no early exit on the first difference).
-fn constant_time_eq(a: &str, b: &str) -> bool {
+pub(super) fn constant_time_eq(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 

@@ -354,6 +354,7 @@ pub async fn status(
         "output_table": format!("{}/{}", record.collection.name, table_name_for_topic(&source.topic)),
         "table_log": table_log,
         "plugin": record.plugin,
+        "declaration": record.declaration,
         "flush_interval_mins": resolved.flush_interval_mins,
         "flush_ceiling_seconds": resolved.flush_interval_mins * 60,
         "time_window_seconds": rollover.time.as_secs(),

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, header};
 
-use crate::serve::auth::token_sha256;
+use crate::serve::auth::{constant_time_eq, token_sha256};
 use crate::serve::error::ApiError;
 
 /// The session cookie's name.
@@ -46,11 +46,6 @@ fn random_hex() -> String {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).expect("the OS random source");
     hex::encode(bytes)
-}
-
-/// Equal, in time that depends only on the lengths.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
 /// The session id a request's cookie holds, if it has one.
@@ -107,7 +102,7 @@ impl Sessions {
         };
         if !matches!(parts.method, Method::GET | Method::HEAD) {
             let sent = parts.headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
-            if !same(sent, &session.csrf) {
+            if !constant_time_eq(sent, &session.csrf) {
                 return Err(ApiError::forbidden(format!(
                     "a change made with a console session needs its CSRF token in the {CSRF_HEADER} header"
                 )));

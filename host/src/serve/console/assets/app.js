@@ -59,22 +59,31 @@ function failure(e) {
   main().append(el("p", { class: "error", role: "alert" }, e.message));
 }
 
-// Fetches with `fetch` now and every `seconds` while the page stays, and
+// Fetches with `fetch_` now and every `seconds` while the page stays, and
 // shows what it got with `show`, only when it changed (so focus and
 // selection stay where they are between changes).
 function live(seconds, fetch_, show) {
   let last = null;
   const run = () => fetch_().then((got) => {
     const now = JSON.stringify(got);
-    if (now !== last) { last = now; show(got); }
+    if (now !== last) {
+      last = now;
+      // What the reader opened stays open.
+      const open = new Set(Array.from(main().querySelectorAll("details[open] > summary"), (s) => s.textContent));
+      show(got);
+      main().querySelectorAll("details > summary").forEach((s) => { if (open.has(s.textContent)) s.parentElement.open = true; });
+    }
     say(`updated ${new Date().toLocaleTimeString()}`);
   }).catch(failure);
   run();
   timer = setInterval(run, seconds * 1000);
 }
 
+// A table, in a region that scrolls sideways on a narrow screen (and so
+// takes the keyboard's focus, to scroll it with the arrow keys).
 function table(headings, rows, caption) {
-  return el("div", { class: "scroll" }, el("table", {},
+  const label = caption || `table of ${headings.filter(Boolean).slice(0, 3).join(", ")}`;
+  return el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": label }, el("table", {},
     caption ? el("caption", { class: "muted" }, caption) : null,
     el("thead", {}, el("tr", {}, headings.map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, rows)));
@@ -133,7 +142,7 @@ function signedIn() {
 async function signOut() {
   try { await api("DELETE", "/console/session"); } catch (_) { /* ended already */ }
   session = null;
-  location.hash = "#/";
+  history.replaceState(null, "", "#/"); // no hashchange: the page is drawn once, here
   signIn("Signed out.");
 }
 
@@ -188,6 +197,14 @@ function chart(executions) {
   return svg;
 }
 
+// What the plugin logged during a batch, folded.
+function pluginLog(log) {
+  const lines = (log && log.lines) || [];
+  if (lines.length === 0) return "";
+  return el("details", {}, el("summary", {}, `${lines.length} lines`),
+    el("pre", {}, lines.map((l) => `${String(l.level).toLowerCase()} ${String(l.source).toLowerCase()} ${l.message}`).join("\n")));
+}
+
 function workerText(w) {
   if (w.state === "consuming") return w.partitions && w.partitions.length ? `consuming (partitions ${w.partitions.join(", ")})` : "consuming (joining the consumer group)";
   if (w.state === "failed") return `failed: ${w.error}`;
@@ -220,15 +237,16 @@ function publisher(collection, name) {
       ["plugin", el("code", {}, s.plugin)],
       ["rollover", `${s.time_window_seconds} s, ${s.size_rollover_bytes === null ? "no size limit" : `${s.size_rollover_bytes >> 20} MiB`}, ${s.messages_rollover === null ? "no message count" : `${s.messages_rollover} messages`} (first wins; ceiling ${s.flush_ceiling_seconds} s)`],
       ["nodes", (s.nodes || []).map((n) => `${n.node}: ${(n.partitions || []).join(", ")}`).join("; ") || null],
-    ]), el("h2", {}, "Rows committed, last batches"), chart(executions));
+    ]), el("details", {}, el("summary", {}, "Declaration"), el("pre", { class: "declaration" }, s.declaration)),
+    el("h2", {}, "Rows committed, last batches"), chart(executions));
     runs.replaceChildren(executions.length === 0 ? el("p", {}, "No batches yet.") :
-      table(["#", "Status", "Rollover", "Started", "Rows in", "Rows out", "Dead letters", "Version", "ms (plugin / commit)", "Error"], executions.map((e) =>
+      table(["#", "Status", "Rollover", "Started", "Rows in", "Rows out", "Dead letters", "Version", "ms (plugin / commit)", "Error", "Plugin log"], executions.map((e) =>
         el("tr", {},
           el("td", {}, String(e.id)), el("td", {}, e.status), el("td", {}, e.rollover_reason), el("td", {}, when(e.started_at_ms)),
           el("td", { class: "num" }, e.rows_in), el("td", { class: "num" }, e.rows_out), el("td", { class: "num" }, e.dead_letters),
           el("td", {}, e.table_version === null ? "–" : e.table_version),
           el("td", { class: "num" }, `${Math.round(e.timings_ms.publish)} / ${Math.round(e.timings_ms.commit)}`),
-          el("td", {}, e.error || "")))));
+          el("td", {}, e.error || ""), el("td", {}, pluginLog(e.plugin_log))))));
   });
 }
 
