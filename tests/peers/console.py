@@ -17,7 +17,7 @@ os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager downloads nothin
 
 from confluent_kafka import Producer
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -41,13 +41,15 @@ def browser(profile):
 
 def wait(driver, condition, what, seconds=30):
     try:
-        return WebDriverWait(driver, seconds).until(condition)
+        # The live pages redraw as they like: an element gone between finding and reading it is looked for again.
+        return WebDriverWait(driver, seconds, ignored_exceptions=[StaleElementReferenceException]).until(condition)
     except TimeoutException:
         raise SystemExit(f"timed out waiting for {what}; the page says:\n{driver.find_element(By.TAG_NAME, 'body').text}")
 
 
 def text_of(driver, css):
-    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, css)]
+    """The visible text of what `css` selects, read in one go inside the page (a live page may redraw between two reads)."""
+    return driver.execute_script("return Array.from(document.querySelectorAll(arguments[0]), (e) => e.innerText.trim())", css)
 
 
 def main_text(driver):
@@ -94,7 +96,7 @@ def produce(first, count):
 
 
 def committed_batches(driver):
-    return sum(1 for row in text_of(driver, "main table tbody tr") if " committed " in f" {row} ")
+    return sum(1 for row in text_of(driver, "main table tbody tr") if "committed" in row.split())
 
 
 seen_ = {"accessibility": {}}
