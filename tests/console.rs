@@ -92,6 +92,10 @@ fn a_tenant_walks_the_console_in_a_browser_and_sees_only_its_own() {
     let publisher = text("publisher_page");
     assert!(publisher.contains("consuming (partitions") && publisher.contains("events/clicks"), "{publisher}");
     assert!(publisher.contains("committed"), "{publisher}");
+    // What it runs and reads from: the plugin's language and world, the connection (no secret in it here).
+    assert!(publisher.contains(r"language\nRust") && publisher.contains(r"world\nweir:publisher@"), "{publisher}");
+    assert!(publisher.contains("kafka-topic-in") && publisher.contains(bootstrap), "{publisher}");
+    assert!(seen["activity_charts"].as_u64().unwrap() >= 2, "each publisher's last minutes charted: {seen}");
     assert!(seen["chart_bars"].as_u64().unwrap() >= 1, "{seen}");
     assert!(text("declaration").contains(r#"topic = \"clicks\""#), "{seen}");
     assert!(seen["batches_live"].as_u64().unwrap() >= 2, "{seen}");
@@ -110,7 +114,10 @@ fn a_tenant_walks_the_console_in_a_browser_and_sees_only_its_own() {
     let table = text("table_page");
     assert!(table.contains("Delta Lake") && table.contains("delta_scan(") && table.contains("event_id"), "{table}");
     // Two versions by now: the first ten clicks, and the ten produced while the publisher's page was open.
-    assert!(table.contains("the first 20 of 20 rows") && table.contains("evt-1009"), "the preview shows rows: {table}");
+    assert!(table.contains("rows 1 to 20 of 20") && table.contains("evt-1009"), "the preview shows rows: {table}");
+    assert!(table.contains("version 2: 2 files") && table.contains(".parquet"), "the files are listed: {table}");
+    let paged = text("next_page");
+    assert_eq!(paged.matches("evt-").count(), 5, "the second page of five rows: {paged}");
 
     assert_eq!(seen["post_without_csrf"], 403, "{seen}");
     assert_eq!(seen["post_with_csrf"], 201, "{seen}");

@@ -26,7 +26,7 @@ fn table_root(data_dir: &Path, collection: &str, table: &str) -> PathBuf {
 /// Each version's sorted keys as weir reads them through the log.
 fn weir_keys(catalog: &Catalog, collection: &str, table: &str, version: i64, key: &str) -> Vec<Value> {
     let snapshot = tables::snapshot(catalog, collection, table, Some(version)).unwrap();
-    let rows = tables::sample(catalog.store(), &snapshot, usize::MAX).unwrap();
+    let rows = tables::sample(catalog.store(), &snapshot, 0, usize::MAX).unwrap();
     let mut keys: Vec<Value> = rows.iter().map(|r| r[key].clone()).collect();
     keys.sort_by_key(|k| k.to_string());
     keys
@@ -173,7 +173,7 @@ fn a_batch_may_add_a_column_and_any_other_change_is_refused_uncommitted() {
     assert_readers_see(&read, 2, &(0..6).map(|i| json!(i)).collect::<Vec<_>>());
     // The older rows read the new column as null; an export holds both.
     let snapshot = tables::snapshot(&catalog, "events", "t", None).unwrap();
-    let rows = tables::sample(catalog.store(), &snapshot, 10).unwrap();
+    let rows = tables::sample(catalog.store(), &snapshot, 0, 10).unwrap();
     assert_eq!((rows[0].get("extra"), &rows[5]["extra"]), (None, &json!("x")));
     let mut out = Vec::new();
     assert_eq!(tables::export(catalog.store(), &snapshot, &mut out).unwrap(), 6);
@@ -313,7 +313,7 @@ fn vacuum_keeps_the_last_versions_readable_and_deletes_only_what_older_ones_read
     let columns: Vec<String> =
         tables::schema(catalog.store(), &snapshot).unwrap().fields().iter().map(|f| f.name().clone()).collect();
     assert_eq!(columns, ["id", "extra"]);
-    let rows = tables::sample(catalog.store(), &snapshot, 100).unwrap();
+    let rows = tables::sample(catalog.store(), &snapshot, 0, 100).unwrap();
     assert_eq!(rows.iter().filter(|r| r["extra"] == "new").count(), 12, "the added column's values survive");
 }
 
@@ -449,7 +449,7 @@ async fn a_partitioned_table_is_a_file_per_partition_that_every_engine_reads_pru
     }
     // weir reads it as the others do.
     let snapshot = tables::snapshot(&h.catalog, "events", "clicks", None).unwrap();
-    let rows = tables::sample(h.catalog.store(), &snapshot, usize::MAX).unwrap();
+    let rows = tables::sample(h.catalog.store(), &snapshot, 0, usize::MAX).unwrap();
     let ours: Vec<Value> = rows.iter().map(|r| json!([r["event_id"], r["country"], r["ts_day"], r["url"]])).collect();
     assert_eq!(sorted(ours), sorted(expected.clone()));
 

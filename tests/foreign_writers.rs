@@ -213,7 +213,7 @@ async fn a_column_another_writer_adds_is_null_in_batches_without_it_and_written_
     w.stop().await;
     assert_everyone_sees(&h, &ids(0..PRODUCED + 100));
     let snapshot = tables::snapshot(&h.catalog, "events", "clicks", None).unwrap();
-    let rows = tables::sample(h.catalog.store(), &snapshot, usize::MAX).unwrap();
+    let rows = tables::sample(h.catalog.store(), &snapshot, 0, usize::MAX).unwrap();
     assert_eq!(rows.iter().filter(|r| r["note"] == "hi").count(), 100, "the publisher's values of the column");
     // The log has the column once, with weir's columns.
     let out = delta_py(&["read", &root(&h), "--key", "event_id", "--versions", &snapshot.delta_version.to_string()]);

@@ -144,7 +144,7 @@ async fn every_version_is_a_snapshot_pyiceberg_polars_and_duckdb_read_through_we
     }
     // weir's Delta readers read the same table.
     let snapshot = tables::snapshot(&h.catalog, "events", "clicks", None).unwrap();
-    assert_eq!(tables::sample(h.catalog.store(), &snapshot, usize::MAX).unwrap().len(), 200);
+    assert_eq!(tables::sample(h.catalog.store(), &snapshot, 0, usize::MAX).unwrap().len(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -100,6 +100,40 @@ fn the_seed_scenario_through_the_cli() {
     server.cli_ok(&token, &["table", "export", "events/clicks", "--version", &first, "-o", old.to_str().unwrap()]);
     assert_eq!(event_ids(&old).len() as u64, versions[0]["rows"].as_u64().unwrap());
 
+    // The files a version reads, with their sizes and rows; its rows a page at a
+    // time, pages that start inside a file and pages that skip whole files
+    // alike, the same rows in the same order as in one go.
+    let (status, files) = server.http("GET", "/v1/collections/events/tables/clicks/files", Some(&token), None);
+    assert_eq!(status, 200, "{files}");
+    let listed = files["files"].as_array().unwrap();
+    assert_eq!(listed.len() as u64, files["count"].as_u64().unwrap(), "{files}");
+    assert_eq!(listed.iter().map(|f| f["rows"].as_u64().unwrap()).sum::<u64>(), 250, "{files}");
+    assert_eq!(listed.iter().map(|f| f["size"].as_u64().unwrap()).sum::<u64>(), files["bytes"].as_u64().unwrap());
+    assert!(listed.iter().all(|f| f["size"].as_u64().unwrap() > 0), "{files}");
+    assert!(listed.iter().all(|f| f["path"].as_str().unwrap().ends_with(".parquet")), "{files}");
+    let page = |offset: usize, limit: usize| {
+        let path = format!("/v1/collections/events/tables/clicks/sample?offset={offset}&limit={limit}");
+        let (status, page) = server.http("GET", &path, Some(&token), None);
+        assert_eq!(status, 200, "{page}");
+        page["rows"].as_array().unwrap().iter().map(|r| r["event_id"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    let whole = page(0, 10_000);
+    assert_eq!(whole.len(), 250);
+    let paged: Vec<String> = (0..250).step_by(37).flat_map(|offset| page(offset, 37)).collect();
+    assert_eq!(paged, whole, "pages of 37 rows make the whole table");
+    assert!(page(250, 10).is_empty(), "a page past the end is empty");
+
+    // The publishers list: lag, messages/s and rows committed a minute at a time.
+    let listed = poll("the list's lag measured", || {
+        let (_, list) = server.http("GET", "/v1/publishers", Some(&token), None);
+        (list[0]["lag"] == json!(0)).then_some(list)
+    });
+    let activity = &listed[0]["activity"];
+    let sum = |key: &str| activity[key].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).sum::<u64>();
+    assert_eq!((sum("rows"), sum("messages")), (250, 253), "dead letters are messages taken in: {activity}");
+    assert!(listed[0]["messages_per_s"].as_f64().unwrap() > 0.0, "{listed}");
+    assert_eq!(listed[0]["last_batch"]["status"], "committed", "{listed}");
+
     // The table is a Delta table: `table show` says where, and DuckDB, Polars
     // and deltalake read every version as `table sample` shows it.
     let shown = server.cli_json(&token, &["table", "show", "events/clicks"]);

@@ -125,6 +125,7 @@ with tempfile.TemporaryDirectory() as profile:
         wait(driver, lambda d: any("consuming" in t for t in text_of(d, "tbody tr")), "a consuming publisher")
         wait(driver, lambda d: any("retrying" in t for t in text_of(d, "tbody tr")), "the trapping publisher retrying")
         seen_["publishers"] = text_of(driver, "tbody tr")
+        seen_["activity_charts"] = len(driver.find_elements(By.CSS_SELECTOR, "tbody svg.chart.small"))
         width = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
         seen_["overflow_at_1280"] = width[0] > width[1]
         accessibility(driver, "publishers", checked)
@@ -137,7 +138,8 @@ with tempfile.TemporaryDirectory() as profile:
                 break
         seen_["link_reached_by_keyboard"] = driver.switch_to.active_element == link
         ActionChains(driver).send_keys(Keys.ENTER).perform()
-        wait(driver, lambda d: committed_batches(d) >= 1, "the publisher's batches")
+        wait(driver, lambda d: committed_batches(d) >= 1 and "Plugin and connection" in main_text(d),
+             "the publisher's batches, plugin and connection")
         seen_["publisher_page"] = main_text(driver)
         seen_["chart_bars"] = len(driver.find_elements(By.CSS_SELECTOR, "svg.chart rect"))
         # The declaration, opened, stays open across the page's refreshes.
@@ -176,10 +178,16 @@ with tempfile.TemporaryDirectory() as profile:
         seen_["tables"] = text_of(driver, "tbody a")
         accessibility(driver, "tables", checked)
         driver.find_element(By.LINK_TEXT, "events/clicks").click()
-        wait(driver, lambda d: "Versions" in main_text(d) and len(d.find_elements(By.CSS_SELECTOR, "table")) >= 3,
+        wait(driver, lambda d: "Versions" in main_text(d) and len(d.find_elements(By.CSS_SELECTOR, "table")) >= 4,
              "the table page")
         seen_["table_page"] = main_text(driver)
         accessibility(driver, "table", checked)
+        # A page of five rows, then the next five.
+        driver.get(url + "/#/tables/events/clicks?limit=5")
+        wait(driver, lambda d: "rows 1 to 5 of" in main_text(d), "a page of five rows")
+        driver.find_element(By.LINK_TEXT, "Next rows").click()
+        wait(driver, lambda d: "rows 6 to 10 of" in main_text(d), "the next page")
+        seen_["next_page"] = text_of(driver, "main table")[1]
 
         # A change without the session's CSRF token is refused; with it, it is made.
         seen_["post_without_csrf"] = fetch_status(driver, "POST", "/v1/collections")

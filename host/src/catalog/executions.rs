@@ -32,6 +32,20 @@ impl Catalog {
         self.query_executions("publisher = ?1 ORDER BY id DESC LIMIT ?2", args![publisher, limit])
     }
 
+    /// What a publisher's committed batches that started since `since_ms` took
+    /// in and wrote, oldest first: `(started at, messages, rows committed)`,
+    /// messages counting its dead letters. What the console charts.
+    pub fn committed_since(&self, publisher: &str, since_ms: i64) -> Result<Vec<(i64, u64, u64)>, CatalogError> {
+        let rows = self.db.run(|sql| {
+            sql.query(
+                "SELECT started_at_ms, rows_in + dead_letters, rows_out FROM executions
+                 WHERE publisher = ?1 AND started_at_ms >= ?2 AND status = 'committed' ORDER BY id",
+                args![publisher, since_ms],
+            )
+        })?;
+        rows.iter().map(|r| Ok((r.get(0)?, r.get::<i64>(1)? as u64, r.get::<i64>(2)? as u64))).collect()
+    }
+
     pub fn execution(&self, id: i64) -> Result<Option<Execution>, CatalogError> {
         Ok(self.query_executions("id = ?1", args![id])?.pop())
     }

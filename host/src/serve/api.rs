@@ -53,6 +53,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route(&format!("{t}/schema"), get(tables::schema))
         .route(&format!("{t}/versions"), get(tables::versions))
         .route(&format!("{t}/sample"), get(tables::sample))
+        .route(&format!("{t}/files"), get(tables::files))
         .route(&format!("{t}/export"), get(tables::export))
         .route(&format!("{t}/vacuum"), post(tables::vacuum))
         // An Iceberg REST catalog (read-only) over the tenant's Iceberg tables.

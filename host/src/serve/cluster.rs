@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 
 use super::App;
 use super::metrics::ClusterNode;
-use super::supervisor::WorkerState;
+use super::supervisor::{Holding, WorkerState};
 use super::workers;
 use crate::catalog::{NodeRecord, PublisherRecord, now_ms};
 
@@ -97,7 +97,7 @@ async fn heartbeat(app: &Arc<App>, me: &Identity) {
         address: me.address.clone(),
         started_at_ms: me.started_at_ms,
         heartbeat_ms: now_ms(),
-        holdings: json!(app.supervisor.states()),
+        holdings: json!(app.supervisor.holdings()),
     };
     let catalog = app.catalog.clone();
     if let Ok(Err(e)) = tokio::task::spawn_blocking(move || catalog.heartbeat(&node)).await {
@@ -151,7 +151,7 @@ fn heard(app: &App) -> Vec<Heard> {
 }
 
 /// What each node last said it runs, by publisher key.
-fn holdings(node: &NodeRecord) -> HashMap<String, WorkerState> {
+fn holdings(node: &NodeRecord) -> HashMap<String, Holding> {
     serde_json::from_value(node.holdings.clone()).unwrap_or_default()
 }
 
@@ -161,20 +161,35 @@ pub fn view(app: &App, key: &str) -> Value {
     let shown: Vec<Value> = heard(app)
         .into_iter()
         .filter_map(|n| {
-            let state = holdings(&n.record).remove(key)?;
+            let holding = holdings(&n.record).remove(key)?;
             let mut view = json!({
                 "node": n.record.id,
                 "address": n.record.address,
                 "live": n.live,
                 "heartbeat_age_ms": n.age_ms,
             });
-            if let (Value::Object(view), Value::Object(state)) = (&mut view, json!(state)) {
+            if let (Value::Object(view), Value::Object(state)) = (&mut view, json!(holding)) {
                 view.extend(state);
             }
             Some(view)
         })
         .collect();
     json!(shown)
+}
+
+/// Each publisher's lag summed over the live nodes' last heartbeats, each
+/// node's over the partitions it holds; a publisher no node has measured yet
+/// is absent. Blocking.
+pub fn lags(app: &App) -> HashMap<String, i64> {
+    let mut lags = HashMap::new();
+    for node in heard(app).into_iter().filter(|n| n.live) {
+        for (key, holding) in holdings(&node.record) {
+            if let Some(lag) = holding.lag {
+                *lags.entry(key).or_default() += lag;
+            }
+        }
+    }
+    lags
 }
 
 /// The cluster's nodes for `/metrics`. Blocking.
@@ -184,7 +199,7 @@ pub fn metrics(app: &App) -> Vec<ClusterNode> {
         .map(|n| {
             let partitions = holdings(&n.record)
                 .into_iter()
-                .map(|(key, state)| match state {
+                .map(|(key, holding)| match holding.state {
                     WorkerState::Consuming { partitions } => (key, partitions.len() as i64),
                     _ => (key, 0),
                 })
@@ -192,4 +207,31 @@ pub fn metrics(app: &App) -> Vec<ClusterNode> {
             ClusterNode { id: n.record.id, live: n.live, heartbeat_age_secs: n.age_ms as f64 / 1000.0, partitions }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A heartbeat carries each worker's lag beside its state, and a node
+    /// reads the heartbeats of nodes that did not carry it yet.
+    #[test]
+    fn a_holding_is_its_state_and_its_lag() {
+        let holding = Holding { state: WorkerState::Consuming { partitions: vec![0, 2] }, lag: Some(7) };
+        let written = json!({ "events/p": holding });
+        assert_eq!(written, json!({"events/p": {"state": "consuming", "partitions": [0, 2], "lag": 7}}));
+        let node = |holdings| NodeRecord {
+            id: "n".into(),
+            address: "http://n".into(),
+            started_at_ms: 0,
+            heartbeat_ms: 0,
+            holdings,
+        };
+        assert_eq!(holdings(&node(written))["events/p"], holding);
+        let older = node(json!({"events/p": {"state": "failed", "error": "e"}}));
+        assert_eq!(
+            holdings(&older)["events/p"],
+            Holding { state: WorkerState::Failed { error: "e".into() }, lag: None }
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! that says what to do), status, pause/resume/delete, executions; and the
 //! workers they run as.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,7 +119,7 @@ pub async fn register(
                 cross_checked.map(|m| format!("{m}; ")).unwrap_or_default(),
                 collection.name, collection.name, table_name_for_topic(&topic)
             ),
-            "publisher": summary(&app, &record)?,
+            "publisher": summary(&app, &record, &HashMap::new(), crate::catalog::now_ms())?,
         })),
     ))
 }
@@ -172,7 +172,15 @@ fn condition(app: &App, key: &str) -> Option<String> {
     waiting.map(|e| format!("waiting for the registry: {e}"))
 }
 
-fn summary(app: &App, record: &PublisherRecord) -> ApiResult<Value> {
+/// The minutes the publishers list charts, and those its messages/s is over.
+const ACTIVITY_MINUTES: i64 = 15;
+const RATE_MINUTES: i64 = 5;
+
+/// A publisher as the list shows it: its state in `publisher status`'s words,
+/// its lag summed over the nodes holding its partitions (`lags`, from their
+/// heartbeats), and what its committed batches took in and wrote a minute at
+/// a time over the last minutes. Blocking.
+fn summary(app: &App, record: &PublisherRecord, lags: &HashMap<String, i64>, now_ms: i64) -> ApiResult<Value> {
     let resolved = resolve(&record.declaration)?;
     let state = state(app, record);
     let condition = match &state {
@@ -180,6 +188,20 @@ fn summary(app: &App, record: &PublisherRecord) -> ApiResult<Value> {
         WorkerState::Consuming { .. } => condition(app, &record.key()),
         WorkerState::Paused => None,
     };
+    let key = record.key();
+    let since_ms = now_ms - ACTIVITY_MINUTES * 60_000;
+    let mut messages = vec![0u64; ACTIVITY_MINUTES as usize];
+    let mut rows = vec![0u64; ACTIVITY_MINUTES as usize];
+    let mut recent = 0;
+    for (at, taken, written) in app.catalog.committed_since(&key, since_ms)? {
+        let minute = (((at - since_ms) / 60_000) as usize).min(ACTIVITY_MINUTES as usize - 1);
+        messages[minute] += taken;
+        rows[minute] += written;
+        if at >= now_ms - RATE_MINUTES * 60_000 {
+            recent += taken;
+        }
+    }
+    let last_batch = app.catalog.recent_executions(&key, 1)?.pop();
     Ok(json!({
         "collection": record.collection.name,
         "name": record.name,
@@ -188,8 +210,25 @@ fn summary(app: &App, record: &PublisherRecord) -> ApiResult<Value> {
         "plugin": record.plugin,
         "state": state.name(),
         "condition": condition,
+        "lag": lags.get(&key),
+        "messages_per_s": (recent as f64 / (RATE_MINUTES * 60) as f64 * 10.0).round() / 10.0,
+        "activity": { "since_ms": since_ms, "minute_ms": 60_000, "messages": messages, "rows": rows },
+        "last_batch": last_batch.map(|e| json!({
+            "id": e.id, "status": e.status, "started_at_ms": e.started_at_ms, "rows_out": e.rows_out,
+        })),
         "updated_at_ms": record.updated_at_ms,
     }))
+}
+
+/// The list's publishers as [`summary`] shows them.
+async fn summaries(app: Arc<App>, records: Vec<PublisherRecord>) -> ApiResult<Json<Value>> {
+    tokio::task::spawn_blocking(move || {
+        let lags = cluster::lags(&app);
+        let now_ms = crate::catalog::now_ms();
+        let shown = records.iter().map(|r| summary(&app, r, &lags, now_ms)).collect::<ApiResult<Vec<_>>>()?;
+        Ok(Json(json!(shown)))
+    })
+    .await?
 }
 
 pub async fn list(
@@ -199,12 +238,12 @@ pub async fn list(
 ) -> ApiResult<Json<Value>> {
     let collection = collections::find(&app, &tenant, &collection)?;
     let records = app.catalog.publishers(&collection)?;
-    Ok(Json(json!(records.iter().map(|r| summary(&app, r)).collect::<ApiResult<Vec<_>>>()?)))
+    summaries(app, records).await
 }
 
 pub async fn list_all(Caller(tenant): Caller, State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
     let records = app.catalog.tenant_publishers(&tenant)?;
-    Ok(Json(json!(records.iter().map(|r| summary(&app, r)).collect::<ApiResult<Vec<_>>>()?)))
+    summaries(app, records).await
 }
 
 /// How far behind one partition is.

@@ -59,6 +59,17 @@ fn still(trouble: &mut Option<BrokerTrouble>, error: &str) {
     *trouble = Some(BrokerTrouble { error: error.to_string(), since_ms });
 }
 
+/// What a node's worker of a publisher is doing, and how far behind its
+/// partitions are: what the node's heartbeat tells the others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Holding {
+    #[serde(flatten)]
+    pub state: WorkerState,
+    /// Messages behind in the partitions it holds (`None`: not measured yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<i64>,
+}
+
 /// What a publisher's worker is doing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
@@ -92,6 +103,8 @@ struct Running {
     retry: Arc<Mutex<Option<RetryView>>>,
     brokers: Arc<Mutex<Brokers>>,
     labels: PublisherLabels,
+    /// The summed lag of the partitions it holds, as `refresh_lag` last measured it.
+    lag: Option<i64>,
     /// What it was started from (see `cluster::fingerprint`): a registration
     /// that changes it restarts the worker.
     fingerprint: String,
@@ -204,7 +217,8 @@ impl Supervisor {
                 None => *state = WorkerState::Paused,
             }
         });
-        let running = Running { stop, task: Some(task), state, registry, retry, brokers, labels, fingerprint };
+        let running =
+            Running { stop, task: Some(task), state, registry, retry, brokers, labels, lag: None, fingerprint };
         self.workers().insert(key, running);
     }
 
@@ -216,7 +230,7 @@ impl Supervisor {
         let state = Arc::new(Mutex::new(WorkerState::Failed { error }));
         let registry = Arc::default();
         let (retry, brokers) = (Arc::default(), Arc::default());
-        let running = Running { stop, task: None, state, registry, retry, brokers, labels, fingerprint };
+        let running = Running { stop, task: None, state, registry, retry, brokers, labels, lag: None, fingerprint };
         self.workers().insert(key, running);
     }
 
@@ -244,9 +258,15 @@ impl Supervisor {
     }
 
     /// Every worker's state, by publisher key: what this node's heartbeat tells the cluster.
-    pub fn states(&self) -> std::collections::BTreeMap<String, WorkerState> {
+    pub fn holdings(&self) -> std::collections::BTreeMap<String, Holding> {
         let workers = self.workers();
-        workers.iter().map(|(k, r)| (k.clone(), r.state.lock().unwrap_or_else(|e| e.into_inner()).clone())).collect()
+        workers
+            .iter()
+            .map(|(k, r)| {
+                let state = r.state.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                (k.clone(), Holding { state, lag: r.lag })
+            })
+            .collect()
     }
 
     /// The worker's state; `None` when this node runs no worker for `key`.
@@ -292,7 +312,14 @@ impl Supervisor {
     /// Sets the lag of every partition this node's workers hold, `(publisher,
     /// partition, lag)`, and forgets the others'.
     pub fn set_lags(&self, lags: &[(String, i32, i64)]) {
-        let workers = self.workers();
+        let mut workers = self.workers();
+        let mut totals: HashMap<&str, i64> = HashMap::new();
+        for (publisher, _, lag) in lags {
+            *totals.entry(publisher).or_default() += lag;
+        }
+        for (key, running) in workers.iter_mut() {
+            running.lag = totals.get(key.as_str()).copied();
+        }
         let labelled: Vec<(&PublisherLabels, i32, i64)> = lags
             .iter()
             .filter_map(|(publisher, partition, lag)| Some((&workers.get(publisher)?.labels, *partition, *lag)))

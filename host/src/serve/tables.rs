@@ -20,6 +20,8 @@ use crate::tables::{self, Snapshot, TableError};
 pub struct At {
     version: Option<i64>,
     limit: Option<usize>,
+    /// Where a page of rows (or of files) starts.
+    offset: Option<usize>,
 }
 
 impl From<TableError> for ApiError {
@@ -96,6 +98,7 @@ pub async fn show(
         "log": log,
         "rows": snapshot.rows,
         "files": snapshot.files.len(),
+        "bytes": snapshot.files.iter().map(|f| f.size).sum::<u64>(),
         "partition_by": partition_by,
         "partition_columns": tables::partition::columns_of(&partition_by),
         "partitions": if partition_by.is_empty() { 0 } else { partitions.len() },
@@ -176,11 +179,46 @@ pub async fn sample(
 ) -> ApiResult<Json<Value>> {
     let snapshot = snapshot(&app, &tenant, &collection, &table, at.version).await?;
     let (version, total) = (snapshot.version, snapshot.rows);
-    let limit = at.limit.unwrap_or(10).min(10_000);
-    let rows = tokio::task::spawn_blocking(move || tables::sample(app.catalog.store(), &snapshot, limit)).await??;
-    Ok(Json(
-        json!({ "table": format!("{collection}/{table}"), "version": version, "rows_in_version": total, "rows": rows }),
-    ))
+    let (offset, limit) = (at.offset.unwrap_or(0), at.limit.unwrap_or(10).min(10_000));
+    let rows =
+        tokio::task::spawn_blocking(move || tables::sample(app.catalog.store(), &snapshot, offset, limit)).await??;
+    Ok(Json(json!({
+        "table": format!("{collection}/{table}"), "version": version, "rows_in_version": total, "offset": offset,
+        "rows": rows,
+    })))
+}
+
+/// The data files a version reads, oldest first, a page at a time (`offset`,
+/// `limit`, 1,000 at most): each with its path in the table's directory,
+/// size, rows and partition.
+pub async fn files(
+    Caller(tenant): Caller,
+    State(app): State<Arc<App>>,
+    Path((collection, table)): Path<(String, String)>,
+    Query(at): Query<At>,
+) -> ApiResult<Json<Value>> {
+    let scope = locate(&app, &tenant, &collection, &table)?;
+    let snapshot = snapshot(&app, &tenant, &collection, &table, at.version).await?;
+    let dir = format!("{}/", tables::delta::table_dir(&scope, &table));
+    let (offset, limit) = (at.offset.unwrap_or(0), at.limit.unwrap_or(100).min(1_000));
+    let files: Vec<Value> = snapshot
+        .files
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(|f| {
+            let partition: serde_json::Map<String, Value> =
+                f.partition_values.iter().map(|(c, v)| (c.clone(), json!(v))).collect();
+            json!({
+                "path": f.key.strip_prefix(&dir).unwrap_or(&f.key), "size": f.size, "rows": f.rows,
+                "partition": partition,
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "table": format!("{collection}/{table}"), "version": snapshot.version, "count": snapshot.files.len(),
+        "bytes": snapshot.files.iter().map(|f| f.size).sum::<u64>(), "offset": offset, "files": files,
+    })))
 }
 
 pub async fn export(

@@ -101,13 +101,9 @@ pub struct SnapshotFile {
     pub key: String,
     /// Its partition's values (a partitioned table's files lack those columns).
     pub partition_values: PartitionValues,
-}
-
-impl SnapshotFile {
-    /// A file of a table, as the catalog records it.
-    pub fn of(file: &crate::catalog::DataFile) -> Self {
-        Self { key: file.path.clone(), partition_values: file.partition_values.clone() }
-    }
+    /// Its size in bytes and its rows, as its `add` action says (0: it does not say).
+    pub size: u64,
+    pub rows: u64,
 }
 
 /// The table `collection/table` as of weir's version `version` (default: the
@@ -141,6 +137,18 @@ pub fn snapshot(
         },
     };
     let (store, dir) = (catalog.store(), delta::table_dir(collection, table));
+    // A Delta version never changes once written: read its log once.
+    let delta_version = match delta_version {
+        Some(v) => Some(v),
+        None => delta::latest(store, &dir).ok().flatten(),
+    };
+    let key = match (catalog.table_record(collection, table)?, delta_version) {
+        (Some(record), Some(v)) => Some((format!("{}#{}", store.location(&dir), record.delta_id), v)),
+        _ => None,
+    };
+    if let Some(hit) = key.as_ref().and_then(|(table, v)| kept(table, *v)) {
+        return Ok(hit);
+    }
     let state = match delta::replay(store, &dir, delta_version) {
         // Delta version 0 is the table's creation; weir's versions start at 1.
         Ok(state) if state.version() == 0 && version.is_none() => return Err(TableError::Empty(table.into())),
@@ -179,15 +187,46 @@ pub fn snapshot(
                 .iter()
                 .map(|c| (c.clone(), f.add["partitionValues"][c].as_str().map(str::to_string)))
                 .collect(),
+            size: f.add["size"].as_u64().unwrap_or(0),
+            rows: f.rows,
         })
         .collect();
-    Ok(Snapshot {
+    let snapshot = Snapshot {
         version: catalog.version_at(collection, table, state.version())?.unwrap_or(0),
         delta_version: state.version(),
         rows: state.files.iter().map(|f| f.rows).sum(),
         files,
         partition_types,
-    })
+    };
+    if let Some((table, _)) = key {
+        keep(table, snapshot.clone());
+    }
+    Ok(snapshot)
+}
+
+/// The snapshots read last, newest last, by the table's location and Delta id
+/// and by Delta version: a page that asks a table for its summary, schema,
+/// rows and files replays its log once.
+static KEPT: std::sync::Mutex<std::collections::VecDeque<(String, Snapshot)>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+const KEPT_SNAPSHOTS: usize = 16;
+const KEPT_FILES: usize = 100_000;
+
+fn kept(table: &str, delta_version: i64) -> Option<Snapshot> {
+    let kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    kept.iter().rev().find(|(t, s)| t == table && s.delta_version == delta_version).map(|(_, s)| s.clone())
+}
+
+fn keep(table: String, snapshot: Snapshot) {
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    kept.retain(|(t, s)| !(*t == table && s.delta_version == snapshot.delta_version));
+    kept.push_back((table, snapshot));
+    // A few, and not too many files in all (a table of a million files is kept alone).
+    while kept.len() > KEPT_SNAPSHOTS
+        || (kept.len() > 1 && kept.iter().map(|(_, s)| s.files.len()).sum::<usize>() > KEPT_FILES)
+    {
+        kept.pop_front();
+    }
 }
 
 fn read_error(path: &str, e: impl std::fmt::Display) -> TableError {
@@ -258,16 +297,33 @@ pub fn schema(store: &Store, snapshot: &Snapshot) -> Result<SchemaRef, TableErro
     Ok(utc_offsets(with_partition(snapshot, newest, RecordBatch::new_empty(schema))?).schema())
 }
 
-/// The snapshot's first `limit` rows, as JSON objects.
-pub fn sample(store: &Store, snapshot: &Snapshot, limit: usize) -> Result<Vec<serde_json::Value>, TableError> {
+/// The snapshot's rows from `offset` on, `limit` of them, as JSON objects.
+/// The files wholly before `offset` are not read: the log gives their rows.
+pub fn sample(
+    store: &Store,
+    snapshot: &Snapshot,
+    offset: usize,
+    limit: usize,
+) -> Result<Vec<serde_json::Value>, TableError> {
+    let (mut skip, mut first) = (offset, 0);
+    while let Some(file) = snapshot.files.get(first).filter(|f| f.rows > 0 && f.rows as usize <= skip) {
+        skip -= file.rows as usize;
+        first += 1;
+    }
+    let rest = Snapshot { files: snapshot.files[first..].to_vec(), ..snapshot.clone() };
     let mut writer = ArrayWriter::new(Vec::new());
     let mut taken = 0;
-    for batch in batches(store, snapshot) {
+    for batch in batches(store, &rest) {
         if taken >= limit {
             break;
         }
         let batch = batch?;
-        let batch = batch.slice(0, batch.num_rows().min(limit - taken));
+        let skipped = skip.min(batch.num_rows());
+        skip -= skipped;
+        let batch = batch.slice(skipped, (batch.num_rows() - skipped).min(limit - taken));
+        if batch.num_rows() == 0 {
+            continue;
+        }
         taken += batch.num_rows();
         writer.write(&as_text(batch)).map_err(|e| TableError::Write(e.to_string()))?;
     }

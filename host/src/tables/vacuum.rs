@@ -189,7 +189,10 @@ fn compact(
         version: 0,
         delta_version: 0,
         rows: files.iter().map(|f| f.rows).sum(),
-        files: files.iter().map(|f| SnapshotFile { key: f.path.clone(), partition_values: Vec::new() }).collect(),
+        files: files
+            .iter()
+            .map(|f| SnapshotFile { key: f.path.clone(), partition_values: Vec::new(), size: f.size, rows: f.rows })
+            .collect(),
         partition_types: Default::default(),
     };
     let values = files[0].partition_values.clone();

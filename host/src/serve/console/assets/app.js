@@ -46,6 +46,7 @@ async function api(method, path, body) {
 }
 
 const enc = encodeURIComponent;
+const size = (bytes) => (bytes < 1024 ? `${bytes} B` : bytes < 1048576 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1048576).toFixed(1)} MiB`);
 const when = (ms) => (ms === null || ms === undefined ? "–" : new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z"));
 const say = (text) => { document.getElementById("status").textContent = text; };
 
@@ -160,41 +161,59 @@ function publishers() {
       body.replaceChildren(el("p", {}, "No publishers yet: register one with ", el("code", {}, "weir publisher register"), "."));
       return;
     }
-    body.replaceChildren(table(["Publisher", "State", "Topic", "Table", "Plugin", "Registered"], list.map((p) =>
+    body.replaceChildren(table(["Publisher", "State", "Lag", "Messages/s", "Rows committed, last 15 min", "Last batch", "Table", "Plugin"], list.map((p) =>
       el("tr", {},
         el("td", {}, el("a", { href: `#/publishers/${enc(p.collection)}/${enc(p.name)}` }, `${p.collection}/${p.name}`)),
         stateCell(p),
-        el("td", {}, p.topic),
+        el("td", { class: "num", title: "messages behind, summed over the nodes holding its partitions" }, p.lag === null || p.lag === undefined ? "–" : p.lag),
+        el("td", { class: "num", title: "messages its committed batches took in over the last 5 minutes, per second" }, p.messages_per_s),
+        el("td", {}, activity(p.activity)),
+        el("td", {}, p.last_batch ? `${when(p.last_batch.started_at_ms)} ${p.last_batch.status}` : "none yet"),
         el("td", {}, el("a", { href: `#/tables/${p.output_table.split("/").map(enc).join("/")}` }, p.output_table)),
-        el("td", {}, el("code", { title: p.plugin }, p.plugin.slice(0, 19))),
-        el("td", {}, when(p.updated_at_ms)))), `${list.length} publishers`));
+        el("td", {}, el("code", { title: p.plugin }, p.plugin.slice(0, 19))))), `${list.length} publishers`));
   });
 }
 
-// Rows committed per batch over the last batches, oldest first, as bars.
-function chart(executions) {
-  const done = executions.filter((e) => e.status === "committed").reverse();
+// Bars for `values`, oldest first, each with its title; `label` says what they are.
+function bars(values, titles, label, size) {
   const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
-  svg.setAttribute("class", "chart");
+  svg.setAttribute("class", size === "small" ? "chart small" : "chart");
   svg.setAttribute("viewBox", "0 0 400 90");
   svg.setAttribute("preserveAspectRatio", "none");
   svg.setAttribute("role", "img");
-  const most = Math.max(1, ...done.map((e) => e.rows_out));
-  svg.setAttribute("aria-label", `rows committed by the last ${done.length} batches, at most ${most}`);
-  const width = 400 / Math.max(done.length, 1);
-  done.forEach((e, i) => {
+  svg.setAttribute("aria-label", label);
+  const most = Math.max(1, ...values);
+  const width = 400 / Math.max(values.length, 1);
+  values.forEach((value, i) => {
     const bar = document.createElementNS("http://www.w3.org/2000/svg", "rect");
-    const height = (e.rows_out / most) * 86;
+    const height = Math.max((value / most) * 86, value > 0 ? 2 : 0);
     bar.setAttribute("x", String(i * width + 1));
     bar.setAttribute("width", String(Math.max(width - 2, 1)));
     bar.setAttribute("y", String(88 - height));
     bar.setAttribute("height", String(height));
     const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
-    title.textContent = `#${e.id} at ${when(e.started_at_ms)}: ${e.rows_out} rows`;
+    title.textContent = titles[i];
     bar.append(title);
     svg.append(bar);
   });
   return svg;
+}
+
+// A publisher's rows committed a minute at a time over the last minutes.
+function activity(a) {
+  const minute = (i) => new Date(a.since_ms + i * a.minute_ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  const rows = a.rows.reduce((x, y) => x + y, 0);
+  const messages = a.messages.reduce((x, y) => x + y, 0);
+  return bars(a.rows, a.rows.map((r, i) => `${minute(i)}: ${r} rows committed, ${a.messages[i]} messages taken in`),
+    `${rows} rows committed and ${messages} messages taken in over the last ${a.rows.length} minutes`, "small");
+}
+
+// Rows committed per batch over the last batches, oldest first, as bars.
+function chart(executions) {
+  const done = executions.filter((e) => e.status === "committed").reverse();
+  const most = Math.max(1, ...done.map((e) => e.rows_out));
+  return bars(done.map((e) => e.rows_out), done.map((e) => `#${e.id} at ${when(e.started_at_ms)}: ${e.rows_out} rows`),
+    `rows committed by the last ${done.length} batches, at most ${most}`);
 }
 
 // What the plugin logged during a batch, folded.
@@ -220,7 +239,9 @@ function publisher(collection, name) {
     confirmAnd("Resume", `Resume ${collection}/${name}?`, async () => { await api("POST", `${base}/resume`); say("resumed"); }),
     confirmAnd("Delete", `Delete publisher ${collection}/${name}? Its table stays.`, async () => { await api("DELETE", base); location.hash = "#/"; }, true),
     el("a", { href: `#/dead-letters/${enc(collection)}/${enc(name)}` }, "Dead letters"));
-  setPage(`${collection}/${name}`, actions, summary, el("h2", {}, "Batches"), runs);
+  const about = el("div", {});
+  setPage(`${collection}/${name}`, actions, summary, about, el("h2", {}, "Batches"), runs);
+  aboutPublisher(base, collection, about);
   live(3, () => Promise.all([api("GET", base), api("GET", `${base}/executions?limit=50`)]), ([s, executions]) => {
     const trouble = [];
     if (s.retrying) trouble.push(`retrying a batch: attempt ${s.retrying.attempt} of ${s.retrying.of} failed: ${s.retrying.error}`);
@@ -234,7 +255,6 @@ function publisher(collection, name) {
       ["lag", s.lag === null ? `unknown: ${s.lag_error}` : `${s.lag} messages`],
       ["topic", `${s.topic} (${s.data_format})`],
       ["output table", el("a", { href: `#/tables/${s.output_table.split("/").map(enc).join("/")}` }, s.output_table)],
-      ["plugin", el("code", {}, s.plugin)],
       ["rollover", `${s.time_window_seconds} s, ${s.size_rollover_bytes === null ? "no size limit" : `${s.size_rollover_bytes >> 20} MiB`}, ${s.messages_rollover === null ? "no message count" : `${s.messages_rollover} messages`} (first wins; ceiling ${s.flush_ceiling_seconds} s)`],
       ["nodes", (s.nodes || []).map((n) => `${n.node}: ${(n.partitions || []).join(", ")}`).join("; ") || null],
     ]), el("details", {}, el("summary", {}, "Declaration"), el("pre", { class: "declaration" }, s.declaration)),
@@ -248,6 +268,25 @@ function publisher(collection, name) {
           el("td", { class: "num" }, `${Math.round(e.timings_ms.publish)} / ${Math.round(e.timings_ms.commit)}`),
           el("td", {}, e.error || ""), el("td", {}, pluginLog(e.plugin_log))))));
   });
+}
+
+// What a publisher runs and reads from: its plugin's module and its
+// collection's connection (which the API gives with every secret redacted).
+async function aboutPublisher(base, collection, into) {
+  try {
+    const [s, c, modules] = await Promise.all([api("GET", base), api("GET", `/v1/collections/${enc(collection)}`), api("GET", "/v1/plugins")]);
+    const hex = (digest) => String(digest).replace(/^sha256:/, "");
+    const m = modules.find((x) => hex(x.sha256) === hex(s.plugin)) || {};
+    into.replaceChildren(el("h2", {}, "Plugin and connection"), facts([
+      ["plugin", el("code", {}, s.plugin)],
+      ["pushed as", (m.names || []).join(", ") || null],
+      ["language", m.language || "not recorded"],
+      ["world", m.contract ? `weir:publisher@${m.contract}` : "not recorded"],
+      ["size", m.size === undefined ? null : `${m.size} bytes`],
+      ["pushed", when(m.created_at_ms)],
+      ["connection", c.connection ? el("pre", { class: "declaration" }, JSON.stringify(c.connection, null, 2)) : "none: the collection has no connection"],
+    ]));
+  } catch (e) { failure(e); }
 }
 
 // ---- dead letters ----
@@ -312,16 +351,25 @@ function tablePage(collection, name, query) {
   const about = el("div", {});
   const preview = el("div", {});
   const versions = el("div", {});
-  setPage(`${collection}/${name}`, about, el("h2", {}, "Preview"), preview, el("h2", {}, "Versions"), versions);
+  const files = el("div", {});
+  setPage(`${collection}/${name}`, about, el("h2", {}, "Preview"), preview, el("h2", {}, "Files"), files, el("h2", {}, "Versions"), versions);
   const version = query.get("version");
-  const limit = Number(query.get("limit") || "20");
+  const limit = Math.min(Number(query.get("limit") || "20"), 10000);
+  const offset = Number(query.get("offset") || "0");
+  const filesFrom = Number(query.get("files") || "0");
   const at = version ? `version=${enc(version)}&` : "";
   const shown = Number(query.get("versions") || "50");
+  // This page's address with `changes` to its query.
+  const link = (changes) => {
+    const q = new URLSearchParams(query);
+    for (const [k, v] of Object.entries(changes)) q.set(k, String(v));
+    return `#/tables/${enc(collection)}/${enc(name)}?${q}`;
+  };
   Promise.all([api("GET", base), api("GET", `${base}/schema?${at}`), api("GET", `${base}/versions?limit=${shown}`)]).then(async ([t, schema, list]) => {
     const location_ = t.location;
     about.replaceChildren(facts([
       ["format", t.format === "delta+iceberg" ? "Delta Lake and Apache Iceberg" : "Delta Lake"],
-      ["version", String(t.version)], ["rows", String(t.rows)], ["files", String(t.files)],
+      ["version", String(t.version)], ["rows", String(t.rows)], ["files", `${t.files} (${size(t.bytes)})`],
       ["partition_by", t.partition_by.length ? t.partition_by.join(", ") : "not partitioned"],
       ["location", el("code", {}, location_)],
       ["DuckDB", el("pre", {}, `SELECT * FROM delta_scan('${location_}');`)],
@@ -333,14 +381,31 @@ function tablePage(collection, name, query) {
       const done = await api("POST", `${base}/vacuum`, { keep_versions: 10 });
       say(`vacuumed: ${JSON.stringify(done)}`);
     }, true)));
-    const sample = await api("GET", `${base}/sample?${at}limit=${limit}`);
+    const [sample, held] = await Promise.all([
+      api("GET", `${base}/sample?${at}offset=${offset}&limit=${limit}`),
+      api("GET", `${base}/files?${at}offset=${filesFrom}&limit=100`)]);
     const columns = schema.columns.map((c) => c.name);
     const cell = (v) => (v === null || v === undefined ? "null" : typeof v === "object" ? JSON.stringify(v) : String(v));
-    const more = `#/tables/${enc(collection)}/${enc(name)}?${version ? `version=${enc(version)}&` : ""}limit=${Math.min(limit * 5, 10000)}`;
+    const last = offset + sample.rows.length;
+    const pages = [
+      offset > 0 ? el("a", { href: link({ offset: Math.max(offset - limit, 0) }) }, "Previous rows") : null,
+      last < sample.rows_in_version ? el("a", { href: link({ offset: last }) }, "Next rows") : null,
+      last < sample.rows_in_version && limit < 10000 ? el("a", { href: link({ limit: Math.min(limit * 5, 10000) }) }, "Show more rows") : null,
+    ].filter(Boolean);
     preview.replaceChildren(
-      el("p", { class: "muted" }, `version ${sample.version}: the first ${sample.rows.length} of ${sample.rows_in_version} rows`),
+      el("p", { class: "muted" }, sample.rows.length === 0 ? `version ${sample.version}: no rows from ${offset} (of ${sample.rows_in_version})` : `version ${sample.version}: rows ${offset + 1} to ${last} of ${sample.rows_in_version}`),
       table(columns, sample.rows.map((r) => el("tr", {}, columns.map((c) => el("td", {}, cell(r[c])))))),
-      ...(sample.rows.length < sample.rows_in_version && limit < 10000 ? [el("p", {}, el("a", { href: more }, "Show more rows"))] : []));
+      ...(pages.length ? [el("nav", { class: "actions", "aria-label": "rows" }, pages)] : []));
+    const partitioned = held.files.some((f) => Object.keys(f.partition).length > 0);
+    const fileEnd = filesFrom + held.files.length;
+    files.replaceChildren(
+      el("p", { class: "muted" }, `version ${held.version}: ${held.count} files, ${size(held.bytes)}${held.count > held.files.length ? `; files ${filesFrom + 1} to ${fileEnd}` : ""}`),
+      table(["File", "Size", "Rows", partitioned ? "Partition" : null].filter(Boolean), held.files.map((f) =>
+        el("tr", {}, el("td", {}, el("code", {}, f.path)), el("td", { class: "num" }, size(f.size)), el("td", { class: "num" }, f.rows),
+          partitioned ? el("td", {}, Object.entries(f.partition).map(([k, v]) => `${k}=${v === null ? "null" : v}`).join(", ")) : null))),
+      ...(held.count > held.files.length ? [el("nav", { class: "actions", "aria-label": "files" },
+        filesFrom > 0 ? el("a", { href: link({ files: Math.max(filesFrom - 100, 0) }) }, "Previous files") : null,
+        fileEnd < held.count ? el("a", { href: link({ files: fileEnd }) }, "Next files") : null)] : []));
     versions.replaceChildren(table(["Version", "Rows", "Files", "Execution", "Committed", ""], list.slice().reverse().map((v) =>
       el("tr", {}, el("td", {}, String(v.version)), el("td", { class: "num" }, v.rows), el("td", { class: "num" }, v.files.length),
         el("td", {}, v.execution === null ? "compaction" : `#${v.execution}`), el("td", {}, when(v.created_at_ms)),
