@@ -15,9 +15,9 @@ fi
 
 # rdkafka builds the librdkafka it vendors with these (TLS and SCRAM need OpenSSL);
 # stunnel puts TLS in front of a test broker; PostgreSQL is the cluster tests' shared catalog;
-# Chromium and its WebDriver are the browser the web console is tested in.
+# Chromium with its WebDriver, and Firefox, are the browsers the web console is tested in.
 missing=()
-for pkg in build-essential libssl-dev zlib1g-dev pkg-config stunnel4 postgresql chromium chromium-driver; do
+for pkg in build-essential libssl-dev zlib1g-dev pkg-config stunnel4 postgresql chromium chromium-driver firefox-esr; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -38,7 +38,8 @@ fi
 
 # npm packages, pinned by each directory's package-lock.json: the TypeScript/
 # JavaScript SDK's toolchain (componentize-js, rolldown, typescript) and
-# apache-arrow; axe-core, which the console's browser tests run in its pages.
+# apache-arrow; axe-core, which the console's browser tests run in its pages,
+# and puppeteer-core, which drives Firefox for them (it downloads no browser).
 for js in guest-examples/js tests/peers; do
     if ! cmp -s "$js/package-lock.json" "$js/node_modules/.weir-installed"; then
         if ! command -v npm >/dev/null; then

@@ -146,6 +146,33 @@ fn a_tenant_walks_the_console_in_a_browser_and_sees_only_its_own() {
     let (status, answer) = server.http("GET", "/v1/publishers", Some(made), None);
     assert_eq!(status, 401, "{answer}");
     assert!(answer["error"].as_str().unwrap().contains("was revoked"), "{answer}");
+
+    // The same console in Firefox, where browsers differ: cookies, the live
+    // lists, markup in a message, paging, CSRF, signing out, another tenant.
+    let firefox = common::peers::console_firefox(&[&server.url, &token, &other]);
+    let seen = |key: &str| firefox[key].to_string();
+    assert!(seen("browser").contains("firefox"), "{firefox}");
+    assert_eq!(firefox["who"], "tenant acme", "{firefox}");
+    assert_eq!((&firefox["cookie_visible_to_script"], &firefox["token_in_page"]), (&json!(""), &json!(false)));
+    assert!(
+        seen("publishers").contains("consuming") && seen("publishers").contains("the plugin panicked"),
+        "{firefox}"
+    );
+    assert!(firefox["activity_charts"].as_u64().unwrap() >= 2, "{firefox}");
+    assert!(seen("publisher_page").contains(r"language\nRust") && seen("publisher_page").contains("committed"));
+    let letters: Vec<&str> = firefox["dead_letters"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(letters.contains(&hostile) && letters.contains(&"ff fe 00 7b"), "{letters:?}");
+    assert_eq!(firefox["injected"], json!([null, 0]), "the dead letter's markup ran in Firefox");
+    assert_eq!(seen("next_page").matches("evt-").count(), 5, "{firefox}");
+    assert_eq!((&firefox["post_without_csrf"], &firefox["post_with_csrf"]), (&json!(403), &json!(201)));
+    assert_eq!(firefox["after_sign_out"], 401, "{firefox}");
+    assert_eq!(firefox["other_by_url_status"], 404, "{firefox}");
+    assert!(seen("other_by_url").contains("does not exist"), "{firefox}");
+    let checked = firefox["accessibility"].as_object().unwrap();
+    assert_eq!(checked.len(), 4, "{firefox}");
+    for (page, violations) in checked {
+        assert_eq!(violations, &json!([]), "accessibility of the {page} page in Firefox");
+    }
 }
 
 #[test]

@@ -91,6 +91,18 @@ pub fn iceberg_py_with<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, Stri
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("iceberg.py printed no JSON ({e}):\n{out}"))
 }
 
+/// Runs `tests/peers/console_firefox.mjs` (headless Firefox through puppeteer-core, walking the web console) with `args`.
+pub fn console_firefox<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
+    let out = Command::new("node")
+        .arg(test_file("peers/console_firefox.mjs"))
+        .args(args)
+        .output()
+        .expect("running node (scripts/setup.sh installs what it needs)");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "console_firefox.mjs failed:\n{stdout}\n{stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("console_firefox.mjs printed no JSON ({e}):\n{stdout}"))
+}
+
 /// Runs `tests/peers/console.py` (headless Chromium through Selenium, walking the web console) with `args`.
 pub fn console_py<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
     let out = peer("console.py", args, &[]);

@@ -286,7 +286,10 @@ async function aboutPublisher(base, collection, into) {
       ["pushed", when(m.created_at_ms)],
       ["connection", c.connection ? el("pre", { class: "declaration" }, JSON.stringify(c.connection, null, 2)) : "none: the collection has no connection"],
     ]));
-  } catch (e) { failure(e); }
+  } catch (e) {
+    // Not found: the page's live part says so already.
+    if (!(e instanceof ApiError && e.status === 404)) failure(e);
+  }
 }
 
 // ---- dead letters ----
