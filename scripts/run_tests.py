@@ -46,7 +46,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=3, help="binaries at once")
     parser.add_argument("--times", type=Path, required=True, help="where each binary's last time is kept")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds before a binary is killed as hung")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds before a binary is killed as hung")
     args = parser.parse_args()
 
     binaries = executables(sys.stdin)
