@@ -36,10 +36,10 @@ fn bin_dir() -> PathBuf {
 
 const WRAPPER: &str = r#"
 set -e
-bin="$1"; dir="$2"; port="$3"; fsync="$4"
+bin="$1"; dir="$2"; port="$3"; fsync="$4"; shift 4
 "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --locale=C -E UTF8 >"$dir/initdb.log" 2>&1
 "$bin/postgres" -D "$dir/data" -p "$port" -c listen_addresses=127.0.0.1 -c unix_socket_directories="$dir" \
-    -c fsync="$fsync" -c max_connections=200 >"$dir/server.log" 2>&1 &
+    -c fsync="$fsync" -c max_connections=200 "$@" >"$dir/server.log" 2>&1 &
 pid=$!
 cat >/dev/null || true
 kill -INT "$pid" 2>/dev/null || true
@@ -57,15 +57,22 @@ impl Postgres {
     /// reconnecting). fsync is off: a throwaway server, and the tests do not
     /// crash the machine.
     pub fn start_on(port: u16) -> Self {
-        Self::launch(port, false)
+        Self::launch(port, false, &[])
     }
 
     /// A server that syncs its commits to disk, as a real one does: for benchmarks.
     pub fn start_durable() -> Self {
-        Self::launch(super::free_port(), true)
+        Self::launch(super::free_port(), true, &[])
     }
 
-    fn launch(port: u16, fsync: bool) -> Self {
+    /// A server whose change log can be read: `wal_level = logical`, with
+    /// room for 20 replication slots and WAL senders.
+    pub fn start_logical() -> Self {
+        let settings = ["wal_level=logical", "max_replication_slots=20", "max_wal_senders=20"];
+        Self::launch(super::free_port(), false, &settings)
+    }
+
+    fn launch(port: u16, fsync: bool, settings: &[&str]) -> Self {
         let bin = bin_dir();
         let dir = tempfile::Builder::new().prefix("weir-pg-").tempdir().unwrap().keep();
         let root = unsafe { libc::geteuid() } == 0;
@@ -87,6 +94,7 @@ impl Postgres {
             .arg(&dir)
             .arg(port.to_string())
             .arg(if fsync { "on" } else { "off" })
+            .args(settings.iter().flat_map(|s| ["-c", s]))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -140,6 +148,11 @@ impl Postgres {
         self.sql("postgres", &format!("DROP DATABASE IF EXISTS \"{name}\""));
         self.sql("postgres", &format!("CREATE DATABASE \"{name}\""));
         self.url(name)
+    }
+
+    /// One of the server's programs (`pg_recvlogical`, `psql` …).
+    pub fn program(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
     }
 
     pub fn url(&self, database: &str) -> String {

@@ -11,30 +11,52 @@
 /// Microseconds since the epoch, or `None` when `s` is not in the shape above
 /// or is no valid date-time (arrow-cast then decides).
 pub fn micros(s: &[u8]) -> Option<i64> {
-    if s.len() < 20
-        || s[4] != b'-'
-        || s[7] != b'-'
-        || !matches!(s[10], b'T' | b't' | b' ')
-        || s[13] != b':'
-        || s[16] != b':'
-    {
+    if s.len() < 20 {
+        return None;
+    }
+    let (local, at) = local_micros(s)?;
+    let offset_seconds = match &s[at..] {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+            let (hours, minutes) = (two(s, at + 1)?, two(s, at + 4)?);
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            let seconds = i64::from(hours * 3600 + minutes * 60);
+            if *sign == b'-' { -seconds } else { seconds }
+        }
+        _ => return None,
+    };
+    Some(local - offset_seconds * 1_000_000)
+}
+
+/// Days since 1970-01-01 of a `YYYY-MM-DD` date at the start of `s`.
+pub fn days(s: &[u8]) -> Option<i64> {
+    if s.len() < 10 || s[4] != b'-' || s[7] != b'-' {
         return None;
     }
     let (year, month, day) = (two(s, 0)? * 100 + two(s, 2)?, two(s, 5)?, two(s, 8)?);
+    if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) {
+        return None;
+    }
+    Some(days_from_civil(i64::from(year), month, day))
+}
+
+/// `YYYY-MM-DD(T| )HH:MM:SS[.fraction]` at the start of `s`, as microseconds
+/// since the epoch were it UTC, and where what follows it (the offset) starts.
+pub fn local_micros(s: &[u8]) -> Option<(i64, usize)> {
+    if s.len() < 19 || !matches!(s[10], b'T' | b't' | b' ') || s[13] != b':' || s[16] != b':' {
+        return None;
+    }
+    let days = days(s)?;
     let (hour, minute, second) = (two(s, 11)?, two(s, 14)?, two(s, 17)?);
-    if !(1..=12).contains(&month)
-        || day == 0
-        || day > days_in_month(year, month)
-        || hour > 23
-        || minute > 59
-        || second > 59
-    {
+    if hour > 23 || minute > 59 || second > 59 {
         return None;
     }
     // A fraction: its first six digits are microseconds; finer ones are cut off.
     let mut at = 19;
     let mut fraction = 0;
-    if s[at] == b'.' {
+    if s.get(at) == Some(&b'.') {
         at += 1;
         let start = at;
         while at < s.len() && s[at].is_ascii_digit() {
@@ -49,21 +71,8 @@ pub fn micros(s: &[u8]) -> Option<i64> {
         }
         fraction *= 10i64.pow(6u32.saturating_sub(read as u32));
     }
-    let offset_seconds = match &s[at..] {
-        [b'Z' | b'z'] => 0,
-        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
-            let (hours, minutes) = (two(s, at + 1)?, two(s, at + 4)?);
-            if hours > 23 || minutes > 59 {
-                return None;
-            }
-            let seconds = i64::from(hours * 3600 + minutes * 60);
-            if *sign == b'-' { -seconds } else { seconds }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(i64::from(year), month, day);
-    let seconds = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second) - offset_seconds;
-    Some(seconds * 1_000_000 + fraction)
+    let seconds = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second);
+    Some((seconds * 1_000_000 + fraction, at))
 }
 
 /// The number the two ASCII digits at `at` spell, if both are digits.

@@ -11,6 +11,7 @@
 //! tools that read it, and is never read back where the catalog has one.
 
 pub mod kafka;
+pub mod postgres;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
