@@ -81,7 +81,7 @@ async fn read_until(stream: &mut ChangeStream, logs: &mut [ChangeLog], lsn: u64)
                 }
             }
             Event::Idle { .. } => {}
-            Event::Ended => panic!("the stream ended"),
+            other => panic!("the stream ended or changed: {other:?}"),
         }
     }
 }
@@ -384,29 +384,114 @@ async fn what_the_server_lacks_is_named_with_how_to_fix_it() {
     assert!(format!("{err:#}").contains("ALTER PUBLICATION \"theirs\" ADD TABLE public.mine"), "{err:#}");
 }
 
+/// The next event that is not `Idle`, within a minute.
+async fn next_event(stream: &mut ChangeStream, logs: &mut [ChangeLog]) -> anyhow::Result<Event> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(60), stream.next(logs)).await.expect("an event within a minute")
+        {
+            Ok(Event::Idle { .. }) => continue,
+            other => return other,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_column_stops_the_stream_naming_it() {
+async fn an_added_column_evolves_the_log_and_a_dropped_or_retyped_one_stops_it() {
     let pg = server();
-    pg.database("dropped");
-    let conn = connection(pg, "dropped");
+    pg.database("columns");
+    let conn = connection(pg, "columns");
     let admin = sql(&conn).await;
     admin.batch_execute("CREATE TABLE t (id int PRIMARY KEY, note text, n int)").await.unwrap();
     let (mut opened, _, mut logs) = open(&conn, &plan(&conn, &["t"], false), 0).await;
     let at = wal_now(&admin).await;
     admin.batch_execute("INSERT INTO t VALUES (1, 'a', 1)").await.unwrap();
     read_until(&mut opened.stream, &mut logs, at).await;
-    admin.batch_execute("ALTER TABLE t DROP COLUMN note; INSERT INTO t VALUES (2, 3)").await.unwrap();
-    let err = loop {
-        match tokio::time::timeout(Duration::from_secs(60), opened.stream.next(&mut logs)).await.unwrap() {
-            Ok(Event::Idle { .. }) => continue,
-            Ok(other) => panic!("read past a dropped column: {other:?}"),
-            Err(e) => break e,
-        }
+    // Added in the middle of a transaction: the rows before keep the old columns.
+    admin
+        .batch_execute(
+            "BEGIN; INSERT INTO t VALUES (2, 'b', 2); ALTER TABLE t ADD COLUMN price numeric(8,2);
+             INSERT INTO t VALUES (3, 'c', 3, 9.99); COMMIT",
+        )
+        .await
+        .unwrap();
+    let Event::Evolved { slot: 0, before: Some(before) } = next_event(&mut opened.stream, &mut logs).await.unwrap()
+    else {
+        panic!("the log did not follow the new column")
     };
+    assert_eq!(before.num_rows(), 2, "the first transaction's row and the insert before the ALTER");
+    assert!(before.column_by_name("price").is_none());
+    let Event::Committed { changes: 2, .. } = next_event(&mut opened.stream, &mut logs).await.unwrap() else {
+        panic!("the transaction goes on")
+    };
+    let after = logs[0].finish();
+    assert_eq!(column::<Int32Array>(&after, "id").values().to_vec(), [3]);
+    assert_eq!(column::<Decimal128Array>(&after, "price").value(0), 999);
+    assert_eq!(column::<Int64Array>(&after, "_ordinal").value(0), 1, "its place in the transaction is kept");
+    let before_image = column::<StructArray>(&after, "_before");
+    assert!(before_image.column_by_name("price").is_some(), "the old image has the new column too");
+
+    admin.batch_execute("ALTER TABLE t ALTER COLUMN n TYPE bigint; INSERT INTO t VALUES (4, 'd', 4, 1)").await.unwrap();
+    let err = next_event(&mut opened.stream, &mut logs).await.unwrap_err();
     assert_eq!(
         format!("{err:#}"),
-        "the columns of public.t changed: column `note` (text) was dropped or renamed (to `n`?). weir stopped reading it, its position unmoved"
+        "the columns of public.t changed: column `n` was integer and is now another type (oid 20, modifier -1). weir stopped reading it, its position unmoved"
     );
+
+    admin.batch_execute("CREATE TABLE u (id int PRIMARY KEY, note text, n int)").await.unwrap();
+    let plan_u = Plan { slot: "columns_u".into(), publication: "pub_u".into(), ..plan(&conn, &["u"], false) };
+    let (mut opened, _, mut logs) = open(&conn, &plan_u, 0).await;
+    admin.batch_execute("ALTER TABLE u DROP COLUMN note; INSERT INTO u VALUES (2, 3)").await.unwrap();
+    let err = next_event(&mut opened.stream, &mut logs).await.unwrap_err();
+    assert_eq!(
+        format!("{err:#}"),
+        "the columns of public.u changed: column `note` (text) was dropped. weir stopped reading it, its position unmoved"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_slot_still_advances_while_another_database_is_busy() {
+    let pg = server();
+    pg.database("quiet");
+    pg.database("busy");
+    let conn = connection(pg, "quiet");
+    sql(&conn).await.batch_execute("CREATE TABLE t (id int PRIMARY KEY)").await.unwrap();
+    let plan = plan(&conn, &["t"], false);
+    let (mut opened, _, mut logs) = open(&conn, &plan, 0).await;
+    let busy = sql(&connection(pg, "busy")).await;
+    busy.batch_execute("CREATE TABLE w (id serial PRIMARY KEY, pad text)").await.unwrap();
+    let admin = sql(&conn).await;
+    let slot = || async { postgres::server::slot(&admin, &plan.slot).await.unwrap().unwrap() };
+    let first = slot().await;
+    let started = std::time::Instant::now();
+    // Nothing is pending, so each keepalive's position may be acknowledged.
+    let (mut acknowledged, mut checked) = (0, started);
+    loop {
+        busy.batch_execute("INSERT INTO w (pad) SELECT repeat('x', 1000) FROM generate_series(1, 200)").await.unwrap();
+        if let Ok(event) = tokio::time::timeout(Duration::from_millis(200), opened.stream.next(&mut logs)).await {
+            match event.unwrap() {
+                Event::Idle { wal_end } => {
+                    opened.stream.acknowledge(wal_end);
+                    acknowledged = acknowledged.max(wal_end);
+                }
+                other => panic!("nothing happened in the quiet database: {other:?}"),
+            }
+        }
+        if checked.elapsed() > Duration::from_secs(1) {
+            checked = std::time::Instant::now();
+            busy.batch_execute("CHECKPOINT").await.unwrap();
+            let now = slot().await;
+            if now.restart_lsn > first.restart_lsn && now.confirmed_flush_lsn > first.confirmed_flush_lsn {
+                assert!(now.confirmed_flush_lsn <= Some(acknowledged), "never past what was acknowledged");
+                break;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "the idle slot pinned the WAL: {first:?}, {:?}",
+            slot().await
+        );
+    }
+    assert_eq!(logs[0].rows(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

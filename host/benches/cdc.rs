@@ -170,7 +170,7 @@ async fn stream(server: &postgres_server::Postgres, name: &str, updates: bool) {
             }
             Event::Idle { wal_end } if wal_end >= end_lsn => break,
             Event::Idle { .. } => {}
-            Event::Ended => panic!("the stream ended"),
+            other => panic!("the stream ended or changed: {other:?}"),
         }
     }
     std::hint::black_box(logs[0].finish());

@@ -259,6 +259,15 @@ impl ChangeLog {
         self.rows += 1;
     }
 
+    /// Follows the table to its new columns: the changes so far are finished
+    /// under the columns they were read with (returned, if there are any),
+    /// and the log goes on under the new ones.
+    pub fn evolve(&mut self, table: Arc<SourceTable>) -> Option<RecordBatch> {
+        let done = (self.rows > 0).then(|| self.finish());
+        *self = Self::new(table);
+        done
+    }
+
     /// The changes so far, as one batch; the log starts empty again.
     pub fn finish(&mut self) -> RecordBatch {
         let mut columns: Vec<ArrayRef> = self.own.iter_mut().map(Builder::finish).collect();

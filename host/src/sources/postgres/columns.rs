@@ -64,6 +64,7 @@ pub struct Column {
     /// The type as PostgreSQL names it (`numeric(10,2)`), for messages.
     pub pg_type: String,
     pub type_oid: u32,
+    pub typmod: i32,
     pub ty: ColumnType,
     /// Part of the replica identity (the primary key, by default).
     pub key: bool,
@@ -128,6 +129,16 @@ impl ColumnType {
                 _ => Self::Text,
             },
         })
+    }
+
+    /// Whether the column's type modifier decides what it holds
+    /// (`numeric(p,s)`, alone or in an array), not only how long it may be.
+    pub fn typmod_matters(&self) -> bool {
+        match self {
+            Self::Decimal { .. } => true,
+            Self::List(item) => item.typmod_matters(),
+            _ => false,
+        }
     }
 
     /// The Arrow type its table holds.

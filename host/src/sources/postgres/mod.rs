@@ -93,7 +93,7 @@ pub async fn open(
         }
     }
     let from = created_at.unwrap_or(resume);
-    let stream = ChangeStream::start(session, &tables, from)
+    let stream = ChangeStream::start(session, &tables, from, client)
         .await
         .with_context(|| format!("streaming slot {} of {}", plan.slot, connection.location()))?;
     Ok(Opened { tables, stream, created_at, bad })

@@ -186,13 +186,7 @@ pub async fn describe(client: &Client, name: &str) -> anyhow::Result<SourceTable
     for row in rows {
         let (name, type_oid, typmod, pg_type, key): (String, u32, i32, String, bool) =
             (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
-        let info = type_info(client, type_oid, typmod).await?;
-        let ty = ColumnType::of(&info).map_err(|why| Unmappable {
-            column: format!("{qualified}.{name}"),
-            pg_type: pg_type.clone(),
-            why,
-        })?;
-        columns.push(Column { name, pg_type, type_oid, ty, key });
+        columns.push(column(client, &qualified, name, type_oid, typmod, pg_type, key).await?);
     }
     let table = SourceTable { schema, name: table, oid, columns, replica_identity: identity };
     let keyed = table.columns.iter().any(|c| c.key);
@@ -203,6 +197,40 @@ pub async fn describe(client: &Client, name: &str) -> anyhow::Result<SourceTable
         );
     }
     Ok(table)
+}
+
+/// A column of `table`, its type mapped.
+async fn column(
+    client: &Client,
+    table: &str,
+    name: String,
+    type_oid: u32,
+    typmod: i32,
+    pg_type: String,
+    key: bool,
+) -> anyhow::Result<Column> {
+    let info = type_info(client, type_oid, typmod).await?;
+    let ty = ColumnType::of(&info).map_err(|why| Unmappable {
+        column: format!("{table}.{name}"),
+        pg_type: pg_type.clone(),
+        why,
+    })?;
+    Ok(Column { name, pg_type, type_oid, typmod, ty, key })
+}
+
+/// `table` with the columns a Relation message added at its end.
+pub async fn with_added(
+    client: &Client,
+    table: &SourceTable,
+    added: &[super::pgoutput::RelationColumn],
+) -> anyhow::Result<SourceTable> {
+    let mut grown = table.clone();
+    let qualified = table.qualified();
+    for c in added {
+        let pg_type: String = client.query_one("SELECT format_type($1, $2)", &[&c.type_oid, &c.typmod]).await?.get(0);
+        grown.columns.push(column(client, &qualified, c.name.clone(), c.type_oid, c.typmod, pg_type, c.key).await?);
+    }
+    Ok(grown)
 }
 
 /// What the catalog says of a type, with an array's element and a domain's base.

@@ -9,10 +9,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use arrow::array::RecordBatch;
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationEvent};
 
 use super::changes::{BadValue, ChangeLog, Op, Position, SourceTable};
-use super::pgoutput::{self, Message, Relation};
+use super::pgoutput::{self, Message, Relation, RelationColumn};
 use super::server::PostgresConnection;
 
 /// What the stream has for the reader.
@@ -24,6 +25,11 @@ pub enum Event {
     Committed { commit_lsn: u64, end_lsn: u64, changes: u64, bad: Vec<BadValue> },
     /// Nothing is in flight, and the server has sent everything up to `wal_end`.
     Idle { wal_end: u64 },
+    /// A table (`slot`) has new columns (nullable, at its end), which its log
+    /// now has too: `before` are the rows read so far under its old columns,
+    /// finished (`None`: there were none). Can come in the middle of a
+    /// transaction; reading goes on from there.
+    Evolved { slot: usize, before: Option<RecordBatch> },
     /// The server ended the stream.
     Ended,
 }
@@ -55,6 +61,10 @@ pub struct ChangeStream {
     described: Vec<Arc<SourceTable>>,
     resume: u64,
     open: Option<Transaction>,
+    /// An ordinary session, to describe columns a table gains.
+    sql: tokio_postgres::Client,
+    /// Columns a table gained, not yet followed (kept across a cancelled read).
+    growing: Option<(usize, Vec<RelationColumn>)>,
 }
 
 /// A replication session that has not started (to create the slot first).
@@ -84,6 +94,7 @@ impl ChangeStream {
         mut session: ReplicationClient,
         tables: &[Arc<SourceTable>],
         resume: u64,
+        sql: tokio_postgres::Client,
     ) -> anyhow::Result<Self> {
         session.start().await?;
         session.wait_started().await.context("starting replication")?;
@@ -93,6 +104,8 @@ impl ChangeStream {
             described: tables.to_vec(),
             resume,
             open: None,
+            sql,
+            growing: None,
         })
     }
 
@@ -106,6 +119,13 @@ impl ChangeStream {
     /// Safe to cancel: what was read stays read.
     pub async fn next(&mut self, logs: &mut [ChangeLog]) -> anyhow::Result<Event> {
         loop {
+            if let Some((slot, added)) = &self.growing {
+                let grown = Arc::new(super::server::with_added(&self.sql, &self.described[*slot], added).await?);
+                let slot = *slot;
+                self.growing = None;
+                self.described[slot] = grown.clone();
+                return Ok(Event::Evolved { slot, before: logs[slot].evolve(grown) });
+            }
             let Some(event) = self.client.recv().await.context("reading the replication stream")? else {
                 return Ok(Event::Ended);
             };
@@ -151,7 +171,10 @@ impl ChangeStream {
         };
         if let Message::Relation(relation) = &message {
             if let Some(&i) = tables.get(&relation.id) {
-                same_columns(&described[i], relation)?;
+                let added = added_columns(&described[i], relation)?;
+                if !added.is_empty() {
+                    self.growing = Some((i, added.to_vec()));
+                }
             }
             return Ok(());
         }
@@ -183,31 +206,31 @@ impl ChangeStream {
     }
 }
 
-/// Refuses a table whose columns are no longer those its change log has.
-fn same_columns(table: &SourceTable, relation: &Relation) -> Result<(), SchemaChanged> {
+/// The columns a table gained at its end; refuses a table whose columns its
+/// change log cannot follow (one dropped, renamed, retyped or moved).
+fn added_columns<'a>(table: &SourceTable, relation: &'a Relation) -> Result<&'a [RelationColumn], SchemaChanged> {
     let changed = |change: String| SchemaChanged { table: table.qualified(), change };
+    let new: Vec<&RelationColumn> =
+        relation.columns.iter().filter(|c| !table.columns.iter().any(|t| t.name == c.name)).collect();
     for (i, column) in table.columns.iter().enumerate() {
-        match relation.columns.get(i) {
-            None => return Err(changed(format!("column `{}` ({}) was dropped", column.name, column.pg_type))),
-            Some(now) if now.name != column.name => {
-                let was_renamed = !relation.columns.iter().any(|c| c.name == column.name);
-                return Err(changed(if was_renamed {
-                    format!("column `{}` ({}) was dropped or renamed (to `{}`?)", column.name, column.pg_type, now.name)
-                } else {
-                    format!("column `{}` moved", column.name)
-                }));
-            }
-            Some(now) if now.type_oid != column.type_oid => {
-                return Err(changed(format!(
-                    "column `{}` was {} and is now of type oid {}",
-                    column.name, column.pg_type, now.type_oid
-                )));
-            }
-            Some(_) => {}
+        let Some(now) = relation.columns.iter().find(|c| c.name == column.name) else {
+            return Err(changed(match new.as_slice() {
+                [renamed] if relation.columns.len() == table.columns.len() => {
+                    format!("column `{}` ({}) was renamed to `{}`", column.name, column.pg_type, renamed.name)
+                }
+                _ => format!("column `{}` ({}) was dropped", column.name, column.pg_type),
+            }));
+        };
+        let retyped = now.type_oid != column.type_oid || (now.typmod != column.typmod && column.ty.typmod_matters());
+        if retyped {
+            return Err(changed(format!(
+                "column `{}` was {} and is now another type (oid {}, modifier {})",
+                column.name, column.pg_type, now.type_oid, now.typmod
+            )));
+        }
+        if relation.columns.get(i).map(|c| &c.name) != Some(&column.name) {
+            return Err(changed(format!("column `{}` was dropped and added again", column.name)));
         }
     }
-    if let Some(added) = relation.columns.get(table.columns.len()) {
-        return Err(changed(format!("column `{}` was added", added.name)));
-    }
-    Ok(())
+    Ok(&relation.columns[table.columns.len()..])
 }
