@@ -52,13 +52,17 @@ async fn open(
     plan: &Plan,
     resume: u64,
 ) -> (postgres::Opened, Vec<Vec<RecordBatch>>, Vec<ChangeLog>) {
-    let mut snapshot = vec![Vec::new(); plan.tables.len()];
-    let opened = postgres::open(conn, plan, resume, |i, rows| {
-        snapshot[i].push(rows);
-        Ok(())
-    })
-    .await
-    .unwrap();
+    let (rows, mut chunks) = tokio::sync::mpsc::channel::<(usize, RecordBatch)>(4);
+    let tables = plan.tables.len();
+    let collect = tokio::spawn(async move {
+        let mut snapshot = vec![Vec::new(); tables];
+        while let Some((i, rows)) = chunks.recv().await {
+            snapshot[i].push(rows);
+        }
+        snapshot
+    });
+    let opened = postgres::open(conn, plan, resume, rows).await.unwrap();
+    let snapshot = collect.await.unwrap();
     let logs = opened.tables.iter().map(|t| ChangeLog::new(t.clone())).collect();
     (opened, snapshot, logs)
 }
@@ -361,7 +365,10 @@ async fn what_the_server_lacks_is_named_with_how_to_fix_it() {
             "the role `plain` lacks the REPLICATION attribute: run `ALTER ROLE \"plain\" WITH REPLICATION` as a superuser"
         ]
     );
-    let err = postgres::open(&as_plain, &plan(&as_plain, &["keyless"], true), 0, |_, _| Ok(())).await.err().unwrap();
+    let err = postgres::open(&as_plain, &plan(&as_plain, &["keyless"], true), 0, tokio::sync::mpsc::channel(1).0)
+        .await
+        .err()
+        .unwrap();
     assert!(format!("{err:#}").contains("lacks the REPLICATION attribute"), "{err:#}");
 
     let conn = connection(pg, "lacking");
@@ -372,7 +379,10 @@ async fn what_the_server_lacks_is_named_with_how_to_fix_it() {
         ("parted", "public.parted is a partitioned table, which weir does not read yet: name its partitions"),
         ("seen", "public.seen is not a table (relkind v)"),
     ] {
-        let err = postgres::open(&conn, &plan(&conn, &[table], true), 0, |_, _| Ok(())).await.err().unwrap();
+        let err = postgres::open(&conn, &plan(&conn, &[table], true), 0, tokio::sync::mpsc::channel(1).0)
+            .await
+            .err()
+            .unwrap();
         assert!(format!("{err:#}").contains(expected), "{table}: {err:#}");
     }
     // A publication weir did not create must already publish the tables.
@@ -382,7 +392,7 @@ async fn what_the_server_lacks_is_named_with_how_to_fix_it() {
         .unwrap();
     admin.batch_execute("CREATE TABLE mine (id int PRIMARY KEY)").await.unwrap();
     let theirs = Plan { publication: "theirs".into(), ..plan(&conn, &["mine"], true) };
-    let err = postgres::open(&conn, &theirs, 0, |_, _| Ok(())).await.err().unwrap();
+    let err = postgres::open(&conn, &theirs, 0, tokio::sync::mpsc::channel(1).0).await.err().unwrap();
     assert!(format!("{err:#}").contains("ALTER PUBLICATION \"theirs\" ADD TABLE public.mine"), "{err:#}");
 }
 

@@ -112,7 +112,7 @@ fn commit(catalog: &Catalog, round: i64) -> Result<(i64, Option<i64>), weir::cat
         collection: "acme/events",
         publisher: "acme/events/p",
         topic: "t",
-        version: Some(NewVersion {
+        versions: vec![NewVersion {
             table: "t".into(),
             files: vec![DataFile {
                 path: format!("t/{round}.parquet"),
@@ -126,7 +126,7 @@ fn commit(catalog: &Catalog, round: i64) -> Result<(i64, Option<i64>), weir::cat
             txns: (0..PARTITIONS).map(|p| Txn { app_id: format!("p-t-{p}"), version: round * 1000 + 1000 }).collect(),
             partition_by: vec![],
             iceberg: None,
-        }),
+        }],
         ranges: &ranges,
         execution: &execution,
         dead_letters: &[],

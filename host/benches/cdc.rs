@@ -85,13 +85,16 @@ async fn snapshot(server: &postgres_server::Postgres) {
         chunk: 64 * 1024,
     };
     let started = Instant::now();
-    let mut rows = 0;
-    let opened = postgres::open(&conn, &plan, 0, |_, batch| {
-        rows += batch.num_rows() as i64;
-        Ok(())
-    })
-    .await
-    .unwrap();
+    let (chunks, mut received) = tokio::sync::mpsc::channel::<(usize, arrow::array::RecordBatch)>(2);
+    let count = tokio::spawn(async move {
+        let mut rows = 0;
+        while let Some((_, batch)) = received.recv().await {
+            rows += batch.num_rows() as i64;
+        }
+        rows
+    });
+    let opened = postgres::open(&conn, &plan, 0, chunks).await.unwrap();
+    let rows = count.await.unwrap();
     let took = started.elapsed();
     assert_eq!(rows, SNAPSHOT_ROWS);
     line("snapshot: weir (slot, exported snapshot, COPY → Arrow)", took, rows);
@@ -119,7 +122,7 @@ async fn stream(server: &postgres_server::Postgres, name: &str, updates: bool) {
         chunk: 64 * 1024,
     };
     // Both slots are created before the changes, so both read the same WAL.
-    drop(postgres::open(&conn, &plan, 0, |_, _| Ok(())).await.unwrap());
+    drop(postgres::open(&conn, &plan, 0, tokio::sync::mpsc::channel(1).0).await.unwrap());
     client
         .batch_execute(&format!("SELECT pg_create_logical_replication_slot('raw_{database}', 'pgoutput')"))
         .await
@@ -155,7 +158,8 @@ async fn stream(server: &postgres_server::Postgres, name: &str, updates: bool) {
     line(&format!("stream, {name}: pg_recvlogical → /dev/null (the limit)"), started.elapsed(), CHANGES);
 
     let started = Instant::now();
-    let (mut opened, mut changes) = (postgres::open(&conn, &plan, 0, |_, _| Ok(())).await.unwrap(), 0);
+    let (mut opened, mut changes) =
+        (postgres::open(&conn, &plan, 0, tokio::sync::mpsc::channel(1).0).await.unwrap(), 0);
     let mut logs: Vec<ChangeLog> = opened.tables.iter().map(|t| ChangeLog::new(t.clone())).collect();
     loop {
         match opened.stream.next(&mut logs).await.unwrap() {

@@ -265,7 +265,9 @@ pub struct BatchCommit<'a> {
     pub collection: &'a str,
     pub publisher: &'a str,
     pub topic: &'a str,
-    pub version: Option<NewVersion>,
+    /// The versions it makes: one a table it wrote rows to (none when it wrote
+    /// none); the execution is numbered with the first.
+    pub versions: Vec<NewVersion>,
     pub ranges: &'a [PartitionRange],
     pub execution: &'a Execution,
     /// Dead letters to keep in the catalog (empty when they went to a topic).
@@ -401,9 +403,47 @@ impl Catalog {
         rows.iter().map(|r| Ok((r.get(0)?, r.get(1)?))).collect()
     }
 
-    /// Commits a batch: its execution, its table version, its dead letters and
+    /// Moves a source position that no version goes with (a change log's
+    /// snapshot begun, an idle slot acknowledged), compare-and-set like a
+    /// commit's: from `expected` (`None`: none stored) to `next`.
+    pub fn set_position(
+        &self,
+        publisher: &str,
+        topic: &str,
+        partition: i32,
+        expected: Option<i64>,
+        next: i64,
+    ) -> Result<(), CatalogError> {
+        self.db.transaction(|tx| {
+            let moved = match expected {
+                None => tx.execute(
+                    "INSERT INTO source_offsets (publisher, topic, partition, next_offset) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (publisher, topic, partition) DO NOTHING",
+                    args![publisher, topic, partition, next],
+                )?,
+                Some(expected) => tx.execute(
+                    "UPDATE source_offsets SET next_offset = ?4
+                     WHERE publisher = ?1 AND topic = ?2 AND partition = ?3 AND next_offset = ?5",
+                    args![publisher, topic, partition, next, expected],
+                )?,
+            };
+            if moved != 1 {
+                let found = tx
+                    .query_opt(
+                        "SELECT next_offset FROM source_offsets WHERE publisher = ?1 AND topic = ?2 AND partition = ?3",
+                        args![publisher, topic, partition],
+                    )?
+                    .map(|r| r.get(0))
+                    .transpose()?;
+                return Err(CatalogError::ConflictingOffsets { topic: topic.into(), partition, expected, found });
+            }
+            Ok(())
+        })
+    }
+
+    /// Commits a batch: its execution, its table versions, its dead letters and
     /// the offsets past it, in one transaction, or nothing. Returns the
-    /// execution's id and the new version's number.
+    /// execution's id and the (first) new version's number.
     pub fn commit(&self, batch: &BatchCommit<'_>) -> Result<(i64, Option<i64>), CatalogError> {
         self.db.transaction(|tx| {
             for range in batch.ranges {
@@ -420,7 +460,7 @@ impl Catalog {
             }
             let execution_id = executions::insert_execution(tx, batch.execution)?;
             let mut version_number = None;
-            if let Some(version) = &batch.version {
+            for version in &batch.versions {
                 let partition_by = serde_json::to_string(&version.partition_by).expect("json");
                 tx.execute(
                     "INSERT INTO tables (collection, name, delta_id, created_at_ms, partition_by) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -474,7 +514,9 @@ impl Catalog {
                         serde_json::to_string(&version.txns).expect("json")
                     ],
                 )?;
-                tx.execute("UPDATE executions SET table_version = ?1 WHERE id = ?2", args![next, execution_id])?;
+                if version_number.is_none() {
+                    tx.execute("UPDATE executions SET table_version = ?1 WHERE id = ?2", args![next, execution_id])?;
+                }
                 if let Some(iceberg) = &version.iceberg {
                     if iceberg.version != next {
                         return Err(CatalogError::IcebergMoved { table: version.table.clone() });
@@ -484,7 +526,7 @@ impl Catalog {
                     iceberg.write(&self.store, Some(execution_id)).map_err(CatalogError::Store)?;
                     crate::crash::point("after-iceberg-metadata");
                 }
-                version_number = Some(next);
+                version_number = version_number.or(Some(next));
             }
             for dead in batch.dead_letters {
                 let m = &dead.message;

@@ -35,7 +35,7 @@ impl Staged {
             collection: "events",
             publisher: "events/p",
             topic: "topic",
-            version: Some(self.version),
+            versions: vec![self.version],
             ranges: &[self.range],
             execution: &self.execution,
             dead_letters: &[],

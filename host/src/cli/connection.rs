@@ -7,6 +7,7 @@ use anyhow::Context as _;
 
 use weir::formats::registry::RegistryKind;
 use weir::publisher::source::{KafkaConnection, SaslCredentials, SaslMechanism, SchemaRegistry, Tls};
+use weir::sources::postgres::PostgresConnection;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConnectionArgs {
@@ -164,5 +165,25 @@ impl ConnectionArgs {
         self.connection()?.context(
             "no connection given: pass --bootstrap-servers HOST:PORT (or WEIR_BOOTSTRAP_SERVERS), or --connection-file",
         )
+    }
+
+    /// A `postgres-cdc-in` connection, from `--connection-file` (`kind =
+    /// "postgres-cdc-in"`, `host`, `port`, `database`, `user`, `password`).
+    pub fn postgres(&self) -> anyhow::Result<PostgresConnection> {
+        let path = self.connection_file.as_ref().context(
+            "a postgres_cdc publisher reads its connection from --connection-file: a TOML file with \
+             kind = \"postgres-cdc-in\", host, port, database, user and password",
+        )?;
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("connection file {}", path.display()))?;
+        match table.remove("kind") {
+            Some(toml::Value::String(kind)) if kind == "postgres-cdc-in" => {}
+            other => anyhow::bail!(
+                "connection file {}: kind must be \"postgres-cdc-in\" for a postgres_cdc publisher, not {other:?}",
+                path.display()
+            ),
+        }
+        table.try_into().with_context(|| format!("connection file {}", path.display()))
     }
 }

@@ -15,7 +15,9 @@ use weir::formats::registry::RegistryClient;
 use weir::formats::writers::{self, CrossCheckError};
 use weir::plugin::{Limits, Runtime, RuntimeConfig};
 use weir::publisher::StreamPublisher;
-use weir::publisher::declaration::Declaration;
+use weir::publisher::change_log;
+use weir::publisher::declaration::{Declaration, Resolution};
+use weir::sources::postgres::publisher::ChangeLogPublisher;
 use weir::stream::buffer::MemoryBudget;
 use weir::stream::worker;
 use weir::stream::{Node, WorkerExit, WorkerOptions};
@@ -86,22 +88,20 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.declaration)
         .with_context(|| format!("reading {}", args.declaration.display()))?;
     let base = args.declaration.parent().map(PathBuf::from).unwrap_or_default();
-    let resolved = Declaration::parse(&text)
-        .and_then(|d| d.resolve(Some(&base)))
+    let resolution = Declaration::parse(&text)
+        .and_then(|d| d.resolve_any(Some(&base)))
         .with_context(|| format!("publisher declaration {}", args.declaration.display()))?;
+    let resolved = match resolution {
+        Resolution::Stream(resolved) => resolved,
+        Resolution::ChangeLog(resolved) => return change_log(args, resolved).await,
+    };
 
     let connection = args.connection.required()?;
     if let Some(registry) = &connection.schema_registry {
         cross_check(registry, &resolved.source)?;
     }
 
-    let runtime = Arc::new(Runtime::new(RuntimeConfig {
-        cache_dir: Some(args.data_dir.join("artifacts")),
-        ..RuntimeConfig::default()
-    })?);
-    let bytes = std::fs::read(&args.plugin).with_context(|| format!("reading plugin {}", args.plugin.display()))?;
-    let plugin = runtime.load(&bytes).with_context(|| format!("loading plugin {}", args.plugin.display()))?;
-    let catalog = Arc::new(Catalog::open(&args.data_dir)?);
+    let (node, plugin) = node(&args)?;
     let publisher = StreamPublisher {
         collection: args.collection,
         name: resolved.name,
@@ -113,10 +113,43 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
         partitioning: resolved.partitioning,
         table_format: resolved.table_format.unwrap_or_default(),
     };
-    let node =
-        Node { catalog, runtime, budget: Arc::new(MemoryBudget::new(args.memory_budget)), sources: Default::default() };
     let options = WorkerOptions { shutdown_deadline: args.shutdown_deadline, ..WorkerOptions::default() };
+    exit(worker::run(publisher, node, options, None, stopping()).await?)
+}
 
+/// A publisher of a database's change log.
+async fn change_log(args: Args, resolved: change_log::Resolved) -> anyhow::Result<ExitCode> {
+    let connection = args.connection.postgres()?;
+    let (node, plugin) = node(&args)?;
+    let publisher = ChangeLogPublisher {
+        collection: args.collection.clone(),
+        name: resolved.name,
+        connection,
+        source: resolved.source,
+        output_tables: resolved.output_tables,
+        flush_interval_mins: resolved.flush_interval_mins,
+        plugin,
+        limits: Limits { memory_bytes: args.memory_limit, deadline: args.deadline, ..Limits::default() },
+    };
+    let options = WorkerOptions { shutdown_deadline: args.shutdown_deadline, ..WorkerOptions::default() };
+    exit(weir::sources::postgres::publisher::run(publisher, node, options, None, stopping()).await?)
+}
+
+/// The node one publisher runs on, and its plugin loaded.
+fn node(args: &Args) -> anyhow::Result<(Node, weir::plugin::Plugin)> {
+    let runtime = Arc::new(Runtime::new(RuntimeConfig {
+        cache_dir: Some(args.data_dir.join("artifacts")),
+        ..RuntimeConfig::default()
+    })?);
+    let bytes = std::fs::read(&args.plugin).with_context(|| format!("reading plugin {}", args.plugin.display()))?;
+    let plugin = runtime.load(&bytes).with_context(|| format!("loading plugin {}", args.plugin.display()))?;
+    let catalog = Arc::new(Catalog::open(&args.data_dir)?);
+    let budget = Arc::new(MemoryBudget::new(args.memory_budget));
+    Ok((Node { catalog, runtime, budget, sources: Default::default() }, plugin))
+}
+
+/// Turns true at SIGINT or SIGTERM: the open batch is committed, then the publisher stops.
+fn stopping() -> watch::Receiver<bool> {
     let (stop, shutdown) = watch::channel(false);
     tokio::spawn(async move {
         let mut term =
@@ -128,7 +161,11 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
         tracing::info!("shutting down: committing the open batch");
         let _ = stop.send(true);
     });
-    match worker::run(publisher, node, options, None, shutdown).await? {
+    shutdown
+}
+
+fn exit(exit: WorkerExit) -> anyhow::Result<ExitCode> {
+    match exit {
         WorkerExit::Shutdown => Ok(ExitCode::SUCCESS),
         WorkerExit::Failed(error) => {
             eprintln!("error: the publisher failed: {error}");

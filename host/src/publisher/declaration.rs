@@ -41,7 +41,7 @@ use crate::tables::partition::{DEFAULT_MAX_PARTITIONS, MAX_PARTITIONS_LIMIT, Par
 pub struct Declaration {
     pub name: String,
     pub flush_interval_mins: toml::Value,
-    pub output_tables: Vec<String>,
+    pub output_tables: Option<Vec<String>>,
     pub source: SourceSection,
     /// The output table's partitioning: columns, or transforms of them.
     #[serde(default)]
@@ -56,7 +56,17 @@ pub struct Declaration {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceSection {
-    pub kafka: KafkaSection,
+    pub kafka: Option<KafkaSection>,
+    pub postgres_cdc: Option<super::change_log::PostgresCdcSection>,
+}
+
+/// A declaration resolved, by the kind of its source.
+#[derive(Debug, Clone)]
+pub enum Resolution {
+    /// A Kafka topic's messages.
+    Stream(Resolved),
+    /// A database's change log.
+    ChangeLog(super::change_log::Resolved),
 }
 
 #[derive(Debug, Deserialize)]
@@ -108,6 +118,12 @@ pub enum DeclarationError {
     MissingSchema,
     #[error("output_tables must be exactly [\"{expected}\"], the table named after the topic, not {given:?}")]
     OutputTables { expected: String, given: Vec<String> },
+    #[error("a publisher has one source: `[source.kafka]` or `[source.postgres_cdc]`")]
+    OneSource,
+    #[error(
+        "a postgres_cdc publisher runs with `weir stream` for now: a server does not yet take one. Run it with `weir stream DECLARATION --plugin P --connection-file C`"
+    )]
+    ChangeLogNotServed,
     #[error(
         "key_format = {0:?} needs `key_schema`: the schema of the keys (a file relative to the declaration, or inline)"
     )]
@@ -144,24 +160,42 @@ impl Declaration {
         toml::from_str(text).map_err(|e| DeclarationError::Toml(e.message().to_string()))
     }
 
-    /// Checks every value; `base_dir` resolves a schema given as a relative
-    /// path (`None`: the schema must be inline).
-    pub fn resolve(self, base_dir: Option<&Path>) -> Result<Resolved, DeclarationError> {
+    /// What every publisher's declaration must get right: no trigger, a valid name.
+    fn basics(&self) -> Result<(), DeclarationError> {
         if self.trigger.is_some() {
             return Err(DeclarationError::Trigger);
         }
-        let mut chars = self.name.chars();
-        if !(chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_'))
-        {
-            return Err(DeclarationError::BadName(self.name));
+        if !valid_name(&self.name) {
+            return Err(DeclarationError::BadName(self.name.clone()));
         }
+        Ok(())
+    }
+
+    /// Checks every value of a declaration of either kind of source.
+    pub fn resolve_any(mut self, base_dir: Option<&Path>) -> Result<Resolution, DeclarationError> {
+        self.basics()?;
+        match (self.source.kafka.is_some(), self.source.postgres_cdc.take()) {
+            (false, Some(cdc)) => Ok(Resolution::ChangeLog(super::change_log::resolve(self, cdc)?)),
+            (true, None) => Ok(Resolution::Stream(self.resolve(base_dir)?)),
+            _ => Err(DeclarationError::OneSource),
+        }
+    }
+
+    /// Checks every value of a declaration whose source is Kafka; `base_dir`
+    /// resolves a schema given as a relative path (`None`: the schema must be inline).
+    pub fn resolve(self, base_dir: Option<&Path>) -> Result<Resolved, DeclarationError> {
+        self.basics()?;
         let flush = serde_json::to_value(&self.flush_interval_mins).unwrap_or_default();
         let flush_interval_mins = source::flush_interval(&flush)?;
-        let kafka = self.source.kafka;
+        let kafka = match (self.source.kafka, self.source.postgres_cdc) {
+            (Some(kafka), None) => kafka,
+            (None, Some(_)) => return Err(DeclarationError::ChangeLogNotServed),
+            _ => return Err(DeclarationError::OneSource),
+        };
         let expected = table_name_for_topic(&kafka.topic);
-        if self.output_tables != [expected.clone()] {
-            return Err(DeclarationError::OutputTables { expected, given: self.output_tables });
+        let given = self.output_tables.unwrap_or_default();
+        if given != [expected.clone()] {
+            return Err(DeclarationError::OutputTables { expected, given });
         }
         let schema_spec = kafka.schema.clone().ok_or(DeclarationError::MissingSchema)?;
         let format = source::load_format(kafka.data_format, &schema_spec, kafka.message.as_deref(), base_dir)?;
@@ -243,6 +277,12 @@ fn key_format(kafka: &KafkaSection, base_dir: Option<&Path>) -> Result<KeyFormat
         KeyFormatName::Avro => decoded(DataFormat::Avro),
         KeyFormatName::Protobuf => decoded(DataFormat::Protobuf),
     }
+}
+
+/// A publisher's or a table's name: a letter, then letters, digits and `_`.
+pub fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic()) && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// A topic's table name: the topic, lowercased, with characters a table name cannot hold replaced by `_`.

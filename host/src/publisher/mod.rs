@@ -4,6 +4,7 @@
 //! CLI, the server and the workers all read; and a [`StreamPublisher`], the
 //! two resolved with its plugin, as a worker runs it.
 
+pub mod change_log;
 pub mod declaration;
 pub mod source;
 

@@ -200,6 +200,8 @@ pub enum RolloverReason {
     MemoryBudget,
     /// Graceful shutdown flushed the open batch.
     Shutdown,
+    /// A change log's initial snapshot: one batch, however large.
+    Snapshot,
 }
 
 impl RolloverReason {
@@ -210,6 +212,7 @@ impl RolloverReason {
             Self::Messages => "messages",
             Self::MemoryBudget => "memory-budget",
             Self::Shutdown => "shutdown",
+            Self::Snapshot => "snapshot",
         }
     }
 }

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::buffer::{ClosedBatch, ClosedPartition};
 use super::stage;
 use super::{Node, PublishStage, WorkerEvent, WorkerExit, WorkerOptions, stopped};
-use crate::catalog::{BatchCommit, CatalogError, Execution, NewVersion, PartitionRange, Timings, Txn, now_ms};
+use crate::catalog::{CatalogError, Execution, PartitionRange, Timings, Txn, now_ms};
 use crate::formats::{DeadLetter, Decoder};
 use crate::plugin::frames;
 use crate::plugin::{Declared, OutputSink, PluginLog, RunError};
@@ -258,7 +258,10 @@ impl Batches {
         let t = Instant::now();
         let table = p.output_table();
         let key = file::table_file(&p.collection, &table, p.source_name(), ranges);
-        let sink = stage::TableSink::new(self.node.catalog.store().scratch(&key), key, p.partitioning.clone());
+        let sink = stage::TableSinks::new(vec![(
+            table.clone(),
+            stage::TableSink::new(self.node.catalog.store().scratch(&key), key, p.partitioning.clone()),
+        )]);
         let published = async {
             // Dead letters the source keeps go out, acknowledged, before any offset past them
             // is committed; the catalog keeps the rest with the batch.
@@ -305,7 +308,7 @@ impl Batches {
         }
         // Commit: the table version and the offsets, in one catalog transaction (on the blocking pool: it syncs to disk).
         let t = Instant::now();
-        let rows_out = output.as_ref().map_or(0, stage::TableSink::rows);
+        let rows_out = output.as_ref().map_or(0, stage::TableSinks::rows);
         let mut execution = self.execution(
             "committed",
             reason,
@@ -325,40 +328,25 @@ impl Batches {
             let partition_by = p.partitioning.spec.clone();
             let iceberg = p.table_format == tables::TableFormat::Iceberg;
             tokio::task::spawn_blocking(move || -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
-                let written = output.map(stage::TableSink::finish).transpose()?.flatten();
-                if let Some(w) = &written {
-                    // The table's log must be able to take the version (other engines write it too).
-                    w.store(&catalog, &collection, &table)?;
-                }
-                let keys: Vec<String> = written.iter().flat_map(|w| &w.files).map(|f| f.path.clone()).collect();
+                // No output (every message a dead letter): the offsets and the dead letters still commit.
+                let output = output.unwrap_or_else(|| stage::TableSinks::new(Vec::new()));
                 let txns = ranges
                     .iter()
                     .map(|r| Txn { app_id: Txn::app_id(&publisher, &topic, r.partition), version: r.last + 1 })
                     .collect();
-                let version = written.map(|w| NewVersion {
-                    table,
-                    files: w.files,
-                    rows: rows_out,
-                    schema: w.schema,
-                    txns,
-                    partition_by: partition_by.texts(),
-                    iceberg: None,
-                });
-                let mut commit = BatchCommit {
+                let commit = stage::Commit {
                     collection: &collection,
                     publisher: &publisher,
                     topic: &topic,
-                    version,
                     ranges: &ranges,
                     execution: &execution,
                     dead_letters: &stored_dead,
                     rerun: &[],
+                    txns,
+                    partition_by: partition_by.texts(),
+                    iceberg,
                 };
-                let committed = tables::iceberg::commit(&catalog, &mut commit, iceberg);
-                if !matches!(committed, Ok(Ok(_))) {
-                    stage::TableFiles::delete(&keys, catalog.store());
-                }
-                committed
+                output.commit(&catalog, commit)
             })
             .await
             .expect("committing does not panic")

@@ -18,14 +18,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde::Serialize;
 
-use crate::catalog::{
-    BatchCommit, Catalog, CatalogError, Execution, NewVersion, PartitionRange, StoredDeadLetter, Timings, now_ms,
-};
+use crate::catalog::{Catalog, CatalogError, Execution, PartitionRange, StoredDeadLetter, Timings, now_ms};
 use crate::formats::RawMessage;
 use crate::plugin::frames::Unframed;
 use crate::plugin::{Declared, Runtime};
 use crate::publisher::StreamPublisher;
-use crate::stream::stage::{TableFiles, TableSink};
+use crate::stream::stage::{self, TableSink, TableSinks};
 use crate::tables;
 use crate::tables::file;
 use crate::tables::partition::PartitionSpec;
@@ -134,7 +132,10 @@ pub async fn rerun(
     // The plugin, as a batch of these rows would meet it.
     let table = publisher.output_table();
     let key = file::table_file(&publisher.collection, &table, &topic, &ranges);
-    let sink = TableSink::new(catalog.store().scratch(&key), key, publisher.partitioning.clone());
+    let sink = TableSinks::new(vec![(
+        table.clone(),
+        TableSink::new(catalog.store().scratch(&key), key, publisher.partitioning.clone()),
+    )]);
     let declared = Declared::new(vec![topic.clone()], vec![table.clone()]);
     let publishing = Instant::now();
     let run = runtime
@@ -160,12 +161,11 @@ pub async fn rerun(
         plugin_log: serde_json::to_value(&run.log).unwrap_or_default(),
         error: None,
     };
-    let (task_catalog, collection, task_table, id) =
-        (catalog.clone(), publisher.collection.clone(), table.clone(), id.to_string());
+    let (task_catalog, collection, id) = (catalog.clone(), publisher.collection.clone(), id.to_string());
     let spec = publisher.partitioning.spec.clone();
     let iceberg = publisher.table_format == tables::TableFormat::Iceberg;
     let committed = tokio::task::spawn_blocking(move || {
-        commit(&task_catalog, &collection, &task_table, &id, &topic, sink, &execution, &rerun, &spec, iceberg)
+        commit(&task_catalog, &collection, &id, &topic, sink, &execution, &rerun, &spec, iceberg)
     })
     .await
     .expect("committing does not panic")?;
@@ -188,35 +188,27 @@ pub async fn rerun(
 fn commit(
     catalog: &Catalog,
     collection: &str,
-    table: &str,
     id: &str,
     topic: &str,
-    sink: TableSink,
+    sink: TableSinks,
     execution: &Execution,
     rerun: &[(i32, i64)],
     spec: &PartitionSpec,
     iceberg: bool,
 ) -> Result<(i64, Option<i64>), RerunError> {
-    let written = sink.finish()?;
-    if let Some(w) = &written {
-        w.store(catalog, collection, table)?;
-    }
-    let keys: Vec<String> = written.iter().flat_map(|w| &w.files).map(|f| f.path.clone()).collect();
-    let version = written.map(|w| NewVersion {
-        table: table.to_string(),
-        files: w.files,
-        rows: execution.rows_out,
-        schema: w.schema,
+    let commit = stage::Commit {
+        collection,
+        publisher: id,
+        topic,
+        ranges: &[],
+        execution,
+        dead_letters: &[],
+        rerun,
         txns: vec![],
         partition_by: spec.texts(),
-        iceberg: None,
-    });
-    let mut batch =
-        BatchCommit { collection, publisher: id, topic, version, ranges: &[], execution, dead_letters: &[], rerun };
-    let committed = crate::tables::iceberg::commit(catalog, &mut batch, iceberg).map_err(RerunError::Other)?;
-    if committed.is_err() {
-        TableFiles::delete(&keys, catalog.store());
-    }
+        iceberg,
+    };
+    let committed = sink.commit(catalog, commit).map_err(RerunError::Other)?;
     committed.map_err(|e| match e {
         e @ CatalogError::RerunGone { .. } => RerunError::Gone(e),
         e => RerunError::Other(e.into()),

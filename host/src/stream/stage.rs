@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 
-use crate::catalog::{Catalog, DataFile, PartitionRange};
+use crate::catalog::{BatchCommit, Catalog, CatalogError, DataFile, Execution, NewVersion, PartitionRange, Txn};
+use crate::formats::DeadLetter;
 use crate::plugin::OutputSink;
 use crate::plugin::frames::Frame;
 use crate::tables;
@@ -148,6 +149,97 @@ impl TableFiles {
     pub fn delete(keys: &[String], store: &crate::store::Store) {
         for key in keys {
             let _ = store.delete(key);
+        }
+    }
+}
+
+/// A batch's output tables, a [`TableSink`] each (an [`OutputSink`] that
+/// hands each table's rows to its own), committed together:
+/// [`TableSinks::commit`].
+pub struct TableSinks {
+    sinks: Vec<(String, TableSink)>,
+}
+
+/// What a batch commits besides its tables' files (see [`BatchCommit`]).
+pub struct Commit<'a> {
+    pub collection: &'a str,
+    pub publisher: &'a str,
+    pub topic: &'a str,
+    pub ranges: &'a [PartitionRange],
+    pub execution: &'a Execution,
+    pub dead_letters: &'a [DeadLetter],
+    pub rerun: &'a [(i32, i64)],
+    /// Where the batch's source resumes, as Delta transaction ids of each version.
+    pub txns: Vec<Txn>,
+    pub partition_by: Vec<String>,
+    /// Iceberg metadata is made for each version too.
+    pub iceberg: bool,
+}
+
+impl TableSinks {
+    /// A sink for each table, by name.
+    pub fn new(sinks: Vec<(String, TableSink)>) -> Self {
+        Self { sinks }
+    }
+
+    /// Rows written, all tables together.
+    pub fn rows(&self) -> u64 {
+        self.sinks.iter().map(|(_, s)| s.rows()).sum()
+    }
+
+    /// Finishes and stores each table's files, then commits them as a version
+    /// of each table that has rows, in one catalog transaction with the rest
+    /// of `commit`; the stored files are deleted again when it does not commit.
+    pub fn commit(
+        self,
+        catalog: &Catalog,
+        commit: Commit<'_>,
+    ) -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
+        let (mut versions, mut keys) = (Vec::new(), Vec::new());
+        let stored = self.sinks.into_iter().try_for_each(|(table, sink)| -> anyhow::Result<()> {
+            let rows = sink.rows();
+            let Some(written) = sink.finish()? else { return Ok(()) };
+            // The table's log must be able to take the version (other engines write it too).
+            written.store(catalog, commit.collection, &table)?;
+            keys.extend(written.files.iter().map(|f| f.path.clone()));
+            versions.push(NewVersion {
+                table,
+                files: written.files,
+                rows,
+                schema: written.schema,
+                txns: commit.txns.clone(),
+                partition_by: commit.partition_by.clone(),
+                iceberg: None,
+            });
+            Ok(())
+        });
+        if let Err(e) = stored {
+            TableFiles::delete(&keys, catalog.store());
+            return Err(e);
+        }
+        let mut batch = BatchCommit {
+            collection: commit.collection,
+            publisher: commit.publisher,
+            topic: commit.topic,
+            versions,
+            ranges: commit.ranges,
+            execution: commit.execution,
+            dead_letters: commit.dead_letters,
+            rerun: commit.rerun,
+        };
+        let committed = tables::iceberg::commit(catalog, &mut batch, commit.iceberg);
+        if !matches!(committed, Ok(Ok(_))) {
+            TableFiles::delete(&keys, catalog.store());
+        }
+        committed
+    }
+}
+
+impl OutputSink for TableSinks {
+    fn write(&mut self, table: &str, frame: Frame) -> anyhow::Result<()> {
+        match self.sinks.iter_mut().find(|(name, _)| name == table) {
+            Some((_, sink)) => sink.write(table, frame),
+            None => anyhow::bail!("the plugin wrote table {table:?}, which its publisher does not declare"),
         }
     }
 }

@@ -99,6 +99,19 @@ pub struct BadValue {
     pub table: String,
     pub column: String,
     pub problem: String,
+    /// Where the change was: its commit position (the snapshot's, for a
+    /// snapshot row) and its place in the transaction (or the snapshot).
+    pub lsn: u64,
+    pub ordinal: i64,
+    /// The row as it came, a JSON object of each column's text (null: none).
+    pub row: String,
+}
+
+impl BadValue {
+    fn at(mut self, at: Position, row: String) -> Self {
+        (self.lsn, self.ordinal, self.row) = (at.lsn, at.ordinal, row);
+        self
+    }
 }
 
 /// One table's changes so far, in Arrow builders.
@@ -160,6 +173,29 @@ impl ChangeLog {
         old: Option<&[Datum<'_>]>,
         at: Position,
     ) -> Result<(), BadValue> {
+        self.change_at(op, new, old, at).map_err(|bad| {
+            let tuple = new.or(old).unwrap_or_default();
+            let texts = tuple.iter().map(|d| match d {
+                Datum::Text(text) => Some(*text),
+                Datum::Null | Datum::Unchanged => None,
+            });
+            bad.at(at, self.row_text(texts))
+        })
+    }
+
+    /// A row's values as a JSON object of text, for a dead letter.
+    fn row_text<'a>(&self, values: impl Iterator<Item = Option<&'a str>>) -> String {
+        let names = self.table.columns.iter().map(|c| c.name.clone());
+        serde_json::Value::Object(names.zip(values.map(|v| v.into())).collect()).to_string()
+    }
+
+    fn change_at(
+        &mut self,
+        op: Op,
+        new: Option<&[Datum<'_>]>,
+        old: Option<&[Datum<'_>]>,
+        at: Position,
+    ) -> Result<(), BadValue> {
         let table = self.table.clone();
         let mut unchanged = Vec::new();
         // The row's own columns: the new image, or what a delete names.
@@ -198,7 +234,8 @@ impl ChangeLog {
             .iter()
             .enumerate()
             .map(|(i, v)| v.map_or(Ok(Value::Null), |text| self.parse(i, text)))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|bad| bad.at(at, self.row_text(row.iter().copied())))?;
         self.append(Op::Read, &values, None, &[], at);
         self.bytes += row.iter().map(|v| v.map_or(1, str::len)).sum::<usize>() as u64;
         Ok(())
@@ -210,6 +247,9 @@ impl ChangeLog {
                 table: self.table.qualified(),
                 column: "(row)".into(),
                 problem: format!("{} values where the table has {} columns", tuple.len(), self.table.columns.len()),
+                lsn: 0,
+                ordinal: 0,
+                row: String::new(),
             });
         }
         tuple
@@ -228,6 +268,9 @@ impl ChangeLog {
             table: self.table.qualified(),
             column: column.name.clone(),
             problem: format!("{problem} ({})", column.pg_type),
+            lsn: 0,
+            ordinal: 0,
+            row: String::new(),
         })
     }
 

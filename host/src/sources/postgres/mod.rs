@@ -12,6 +12,7 @@
 pub mod changes;
 pub mod columns;
 pub mod pgoutput;
+pub mod publisher;
 pub mod server;
 pub mod snapshot;
 pub mod stream;
@@ -51,18 +52,16 @@ pub struct Opened {
     pub bad: Vec<BadValue>,
 }
 
+/// Snapshot rows on their way to the reader: a table's slot, and rows of it.
+pub type Chunks = tokio::sync::mpsc::Sender<(usize, RecordBatch)>;
+
 /// Opens the change log of `plan`'s tables from `resume` (0: where the slot
 /// is, or where it is created). The server is checked first, every problem
 /// named; the publication is created when it does not exist; the slot is
 /// created when it does not exist, and then (with `plan.snapshot`) each
-/// table is copied in the slot's snapshot, handed to `rows` (slot index,
-/// rows) a chunk at a time, before the stream starts where the snapshot ends.
-pub async fn open(
-    connection: &PostgresConnection,
-    plan: &Plan,
-    resume: u64,
-    mut rows: impl FnMut(usize, RecordBatch) -> anyhow::Result<()>,
-) -> anyhow::Result<Opened> {
+/// table is copied in the slot's snapshot, sent to `rows` (slot index, rows)
+/// a chunk at a time, before the stream starts where the snapshot ends.
+pub async fn open(connection: &PostgresConnection, plan: &Plan, resume: u64, rows: Chunks) -> anyhow::Result<Opened> {
     let client = connection.connect().await?;
     Readiness::check(&client, &connection.user, &plan.slot).await?.require(&connection.location())?;
     let mut tables = Vec::with_capacity(plan.tables.len());
@@ -82,14 +81,11 @@ pub async fn open(
                 let snapshot = snapshot::Snapshot::open(&client, &slot).await?;
                 for (i, table) in tables.iter().enumerate() {
                     let mut log = ChangeLog::new(table.clone());
-                    let mut hand = |log: &mut ChangeLog| rows(i, log.finish());
-                    snapshot.copy(&mut log, plan.chunk, &mut bad, &mut hand).await?;
-                    if log.rows() > 0 {
-                        hand(&mut log)?;
-                    }
+                    snapshot.copy(&mut log, plan.chunk, &mut bad, (i, &rows)).await?;
                 }
                 snapshot.close().await?;
             }
+            drop(rows); // the snapshot is whole
         }
     }
     let from = created_at.unwrap_or(resume);

@@ -363,3 +363,12 @@ pub fn quoted(schema: &str, table: &str) -> String {
 pub fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
+
+/// Drops a replication slot (it must not be in use).
+pub async fn drop_slot(client: &Client, slot: &str) -> anyhow::Result<()> {
+    client
+        .execute("SELECT pg_drop_replication_slot($1)", &[&slot])
+        .await
+        .with_context(|| format!("dropping replication slot {slot}"))?;
+    Ok(())
+}

@@ -11,6 +11,7 @@ use futures::StreamExt;
 use pgwire_replication::ReplicationClient;
 use tokio_postgres::Client;
 
+use super::Chunks;
 use super::changes::{BadValue, ChangeLog, Position};
 use super::server::{ident, quoted};
 
@@ -58,14 +59,15 @@ impl<'a> Snapshot<'a> {
     }
 
     /// Copies the table `log` is for into it, row after row; whenever it holds
-    /// `chunk` rows, hands it to `full` (which takes them out). Rows with a
-    /// value the table cannot hold go to `bad`. Returns the rows read.
+    /// `chunk` rows, they are finished and sent to `rows` as slot `slot`'s
+    /// (waiting while the reader is behind), and so are the last ones. Rows
+    /// with a value the table cannot hold go to `bad`. Returns the rows read.
     pub async fn copy(
         &self,
         log: &mut ChangeLog,
         chunk: usize,
         bad: &mut Vec<BadValue>,
-        mut full: impl FnMut(&mut ChangeLog) -> anyhow::Result<()>,
+        (slot, rows_to): (usize, &Chunks),
     ) -> anyhow::Result<u64> {
         let table = log.table().clone();
         let columns: Vec<String> = table.columns.iter().map(|c| ident(&c.name)).collect();
@@ -82,11 +84,10 @@ impl<'a> Snapshot<'a> {
                 bad.push(e);
             }
             *rows += 1;
-            if log.rows() >= chunk {
-                full(log)?;
-            }
             Ok(())
         };
+        let send = |log: &mut ChangeLog| rows_to.send((slot, log.finish()));
+        let gone = || anyhow::anyhow!("the snapshot's reader stopped");
         while let Some(data) = stream.next().await {
             let data = data.with_context(|| format!("copying {}", table.qualified()))?;
             let mut rest: &[u8] = &data;
@@ -100,9 +101,15 @@ impl<'a> Snapshot<'a> {
                 rest = &rest[end + 1..];
             }
             carry.extend_from_slice(rest);
+            if log.rows() >= chunk {
+                send(log).await.map_err(|_| gone())?;
+            }
         }
         if !carry.is_empty() {
             bail!("COPY of {} ended in the middle of a row", table.qualified());
+        }
+        if log.rows() > 0 {
+            send(log).await.map_err(|_| gone())?;
         }
         Ok(rows)
     }

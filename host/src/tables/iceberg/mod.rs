@@ -71,13 +71,13 @@ pub fn commit(
     iceberg: bool,
 ) -> anyhow::Result<Result<(i64, Option<i64>), CatalogError>> {
     for attempt in 1.. {
-        if let (true, Some(version)) = (iceberg, batch.version.as_mut()) {
+        for version in batch.versions.iter_mut().filter(|_| iceberg) {
             version.iceberg = None;
             // Its files are written in the commit's transaction (`IcebergCommit::write`).
             version.iceberg = Some(prepare(catalog, batch.collection, &version.table, Some(version))?);
         }
         let committed = catalog.commit(batch);
-        if let Some(commit) = batch.version.as_mut().and_then(|v| v.iceberg.take()) {
+        for commit in batch.versions.iter_mut().filter_map(|v| v.iceberg.take()) {
             match &committed {
                 Ok((execution, _)) => remember(commit.location.clone(), commit.into_written(Some(*execution))),
                 Err(_) => commit.keys().for_each(|k| drop(catalog.store().delete(k))),
