@@ -269,7 +269,7 @@ fn spawn(dir: &std::path::Path, crash_at: Option<&str>) -> std::process::Child {
         .arg(dir.join("data"))
         .env_remove("WEIR_CRASH_AT")
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(dir.join("weir.log")).unwrap());
     if let Some(point) = crash_at {
         cmd.env("WEIR_CRASH_AT", point);
     }
@@ -348,7 +348,8 @@ async fn killed_mid_snapshot_before_and_after_its_commits_it_still_commits_every
     let caught_up = async {
         loop {
             let slot = weir::sources::postgres::server::slot(&admin, "weir_crashes").await.unwrap();
-            if slot.and_then(|s| s.confirmed_flush_lsn).is_some_and(|c| c >= target) {
+            // Streaming (so past its start-up), and acknowledged past the last write.
+            if slot.is_some_and(|s| s.active && s.confirmed_flush_lsn.is_some_and(|c| c >= target)) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -357,7 +358,8 @@ async fn killed_mid_snapshot_before_and_after_its_commits_it_still_commits_every
     tokio::time::timeout(Duration::from_secs(120), caught_up).await.expect("caught up within two minutes");
     let status = std::process::Command::new("kill").arg(child.id().to_string()).status().unwrap();
     assert!(status.success());
-    assert!(!tokio::task::block_in_place(|| crashed(&mut child)), "SIGTERM stops it cleanly");
+    let log = || std::fs::read_to_string(dir.path().join("weir.log")).unwrap();
+    assert!(!tokio::task::block_in_place(|| crashed(&mut child)), "SIGTERM stops it cleanly: {}", log());
 
     let catalog = Catalog::open(&dir.path().join("data")).unwrap();
     let rows = |table: &str| -> Vec<RecordBatch> {
@@ -369,4 +371,35 @@ async fn killed_mid_snapshot_before_and_after_its_commits_it_still_commits_every
     assert_eq!(replay(&rows("lines")), source_rows(&admin, "lines").await);
     let snapshots = catalog.executions("events/log").unwrap();
     assert_eq!(snapshots.iter().filter(|e| e.rollover_reason == "snapshot").count(), 1, "one snapshot committed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_larger_than_a_batch_goes_through_the_plugin_in_parts_and_commits_as_one_version() {
+    let pg = server();
+    pg.database("big_tx");
+    let conn = connection(pg, "big_tx");
+    let admin = conn.connect().await.unwrap();
+    admin.batch_execute("CREATE TABLE big (id bigserial PRIMARY KEY, n int NOT NULL, pad text)").await.unwrap();
+    let mut h = Harness::new(conn.clone(), &["big"], 1_000_000);
+    h.publisher.source.size_rollover_mb = Some(1.0);
+    let mut running = h.start();
+    // The slot exists (and the empty snapshot is committed) before the transaction.
+    while h.position().is_none_or(|p| p == 0) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    admin
+        .batch_execute("INSERT INTO big (n, pad) SELECT g, repeat('x', 60) FROM generate_series(1, 200000) g")
+        .await
+        .unwrap();
+    committed_past(&h, &mut running, wal_now(&admin).await - 1).await;
+    assert_eq!(running.stop().await, WorkerExit::Shutdown);
+
+    let executions = h.catalog.executions(&h.publisher.id()).unwrap();
+    let batch = executions.iter().find(|e| e.rows_in > 0 && e.rollover_reason != "snapshot").unwrap();
+    assert_eq!((batch.rows_in, batch.rows_out), (200_000, 200_000), "one transaction, one batch");
+    let calls = batch.plugin_log["lines"].as_array().unwrap().len();
+    assert!(calls >= 10, "about 16 MB of changes through the plugin a megabyte at a time: {calls} calls");
+    let versions = h.catalog.versions("events", "big").unwrap();
+    assert_eq!(versions.iter().filter(|v| v.rows > 0).count(), 1, "one version: {versions:?}");
+    assert_eq!(replay(&h.rows("big")), source_rows(&admin, "big").await);
 }

@@ -85,6 +85,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn stream(args: Args) -> anyhow::Result<ExitCode> {
+    // Heard from the start: a signal while the plugin compiles stops it cleanly too.
+    let shutdown = stopping();
     let text = std::fs::read_to_string(&args.declaration)
         .with_context(|| format!("reading {}", args.declaration.display()))?;
     let base = args.declaration.parent().map(PathBuf::from).unwrap_or_default();
@@ -93,7 +95,7 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("publisher declaration {}", args.declaration.display()))?;
     let resolved = match resolution {
         Resolution::Stream(resolved) => resolved,
-        Resolution::ChangeLog(resolved) => return change_log(args, resolved).await,
+        Resolution::ChangeLog(resolved) => return change_log(args, resolved, shutdown).await,
     };
 
     let connection = args.connection.required()?;
@@ -114,11 +116,15 @@ async fn stream(args: Args) -> anyhow::Result<ExitCode> {
         table_format: resolved.table_format.unwrap_or_default(),
     };
     let options = WorkerOptions { shutdown_deadline: args.shutdown_deadline, ..WorkerOptions::default() };
-    exit(worker::run(publisher, node, options, None, stopping()).await?)
+    exit(worker::run(publisher, node, options, None, shutdown).await?)
 }
 
 /// A publisher of a database's change log.
-async fn change_log(args: Args, resolved: change_log::Resolved) -> anyhow::Result<ExitCode> {
+async fn change_log(
+    args: Args,
+    resolved: change_log::Resolved,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<ExitCode> {
     let connection = args.connection.postgres()?;
     let (node, plugin) = node(&args)?;
     let publisher = ChangeLogPublisher {
@@ -132,7 +138,7 @@ async fn change_log(args: Args, resolved: change_log::Resolved) -> anyhow::Resul
         limits: Limits { memory_bytes: args.memory_limit, deadline: args.deadline, ..Limits::default() },
     };
     let options = WorkerOptions { shutdown_deadline: args.shutdown_deadline, ..WorkerOptions::default() };
-    exit(weir::sources::postgres::publisher::run(publisher, node, options, None, stopping()).await?)
+    exit(weir::sources::postgres::publisher::run(publisher, node, options, None, shutdown).await?)
 }
 
 /// The node one publisher runs on, and its plugin loaded.

@@ -62,17 +62,26 @@ impl ChangeLogPublisher {
     }
 }
 
-/// Snapshot rows a plugin call takes at most; the snapshot is still one version.
-const SNAPSHOT_CALL_BYTES: usize = 64 << 20;
+/// Rows a plugin call takes at most (the snapshot's, or a transaction's too
+/// large for one call): a batch larger than this still commits as one version.
+const CALL_BYTES: usize = 64 << 20;
 
 /// How often an idle slot's position is recorded and acknowledged.
 const IDLE_ACK_EVERY: Duration = Duration::from_secs(10);
+
+/// The part of an open batch that went through the plugin already: the
+/// output tables written so far, and what the plugin logged.
+struct Partial {
+    sinks: TableSinks,
+    log: PluginLog,
+}
 
 /// A batch of changes, closed.
 struct Closed {
     reason: RolloverReason,
     /// Each source table's rows, in slot order.
     slots: Vec<Vec<RecordBatch>>,
+    partial: Option<Partial>,
     changes: u64,
     bytes: u64,
     bad: Vec<BadValue>,
@@ -169,7 +178,7 @@ impl Worker {
                     (bytes, rows) = (bytes + batch.get_array_memory_size(), rows + batch.num_rows() as u64);
                     held[slot].push(batch);
                 }
-                if (last && held.iter().any(|h| !h.is_empty())) || bytes >= SNAPSHOT_CALL_BYTES {
+                if (last && held.iter().any(|h| !h.is_empty())) || bytes >= CALL_BYTES {
                     let slots = std::mem::replace(&mut held, vec![Vec::new(); self.publisher.output_tables.len()]);
                     let output = sinks.take().unwrap_or_else(|| self.sinks(0, 0));
                     let run = self.publish(slots, output).await;
@@ -192,6 +201,7 @@ impl Worker {
             let closed = Closed {
                 reason: RolloverReason::Snapshot,
                 slots: Vec::new(),
+                partial: None,
                 changes: rows,
                 bytes: 0,
                 bad,
@@ -274,77 +284,115 @@ impl Worker {
     ) -> anyhow::Result<WorkerExit> {
         let mut shutdown = self.shutdown.clone();
         let rollover = self.publisher.source.rollover(self.publisher.flush_interval_mins);
+        // What the logs hold at most: past it, even in the middle of a transaction,
+        // their rows go through the plugin (`partial`) and the reading goes on.
+        stream.hold_at_most(rollover.size_bytes.unwrap_or(u64::MAX).min(CALL_BYTES as u64));
         let mut logs: Vec<ChangeLog> = tables.iter().map(|t| ChangeLog::new(t.clone())).collect();
         // Rows finished under a table's earlier columns, before it gained some.
         let mut earlier: Vec<Vec<RecordBatch>> = vec![Vec::new(); tables.len()];
         let (mut changes, mut bad, mut end) = (0u64, Vec::new(), start);
+        let mut partial: Option<Partial> = None;
         let mut opened_at: Option<tokio::time::Instant> = None;
+        // A reason to close that waits for the transaction being read to end.
+        let mut due: Option<RolloverReason> = None;
+        // Once shutdown is asked for: by when the open batch must be committed.
+        let mut stop_by: Option<tokio::time::Instant> = None;
         let mut last_idle_ack = Instant::now();
         tracing::info!(publisher = %self.id, from = %format_lsn(start), ?rollover, "change log streaming");
         loop {
-            let deadline = opened_at.map(|at| at + rollover.time);
-            let reason = tokio::select! {
+            let deadline = opened_at.map(|at| at + rollover.time).filter(|_| due.is_none());
+            let event = tokio::select! {
                 biased;
-                _ = shutdown.wait_for(|stop| *stop) => Some(RolloverReason::Shutdown),
-                _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
-                    Some(RolloverReason::Time)
+                _ = shutdown.wait_for(|stop| *stop), if stop_by.is_none() => {
+                    stop_by = Some(tokio::time::Instant::now() + self.options.shutdown_deadline);
+                    due = Some(RolloverReason::Shutdown);
+                    None
                 }
-                event = stream.next(&mut logs) => match event? {
-                    Event::Committed { end_lsn, changes: n, bad: mut b, .. } => {
-                        if n > 0 || !b.is_empty() {
-                            (changes, end) = (changes + n, end_lsn);
-                            bad.append(&mut b);
-                            opened_at.get_or_insert_with(tokio::time::Instant::now);
-                        } else if changes == 0 && bad.is_empty() {
-                            // A transaction of other tables: nothing pending, so it may be passed.
-                            end = end_lsn;
-                        }
-                        let bytes: u64 = logs.iter().map(ChangeLog::bytes).sum();
-                        if rollover.messages.is_some_and(|m| changes >= m) {
-                            Some(RolloverReason::Messages)
-                        } else if rollover.size_bytes.is_some_and(|s| bytes >= s) {
-                            Some(RolloverReason::Size)
-                        } else {
-                            None
-                        }
-                    }
-                    Event::Idle { wal_end } => {
-                        let pending = changes > 0 || !bad.is_empty();
-                        if !pending && wal_end > start && last_idle_ack.elapsed() >= IDLE_ACK_EVERY {
-                            // Nothing pending: everything before `wal_end` was read, so the slot may pass it.
-                            self.node.catalog.set_position(&self.id, &self.key, 0, position, wal_end as i64)?;
-                            stream.acknowledge(wal_end);
-                            (position, start, end, last_idle_ack) = (Some(wal_end as i64), wal_end, wal_end, Instant::now());
-                        }
-                        None
-                    }
-                    Event::Evolved { slot, before } => {
-                        earlier[slot].extend(before);
-                        None
-                    }
-                    Event::Ended => bail!("the server ended the replication stream of slot {}", self.publisher.source.slot),
-                },
+                _ = tokio::time::sleep_until(stop_by.unwrap_or_else(tokio::time::Instant::now)), if stop_by.is_some() => {
+                    self.emit(WorkerEvent::Dropped {
+                        reason: "shutdown deadline passed in the middle of a transaction; the batch is read again on restart".into(),
+                    });
+                    return Ok(WorkerExit::Shutdown);
+                }
+                _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)), if deadline.is_some() => {
+                    due = Some(RolloverReason::Time);
+                    None
+                }
+                event = stream.next(&mut logs) => Some(event?),
             };
-            let Some(reason) = reason else { continue };
-            let stopping = reason == RolloverReason::Shutdown;
-            if changes > 0 || !bad.is_empty() {
-                let slots = logs
-                    .iter_mut()
-                    .zip(&mut earlier)
-                    .map(|(log, earlier)| {
-                        let mut rows = std::mem::take(earlier);
-                        if log.rows() > 0 {
-                            rows.push(log.finish());
+            let mut reason = None;
+            match event {
+                None => {}
+                Some(Event::Committed { end_lsn, changes: n, bad: mut b, .. }) => {
+                    if n > 0 || !b.is_empty() {
+                        (changes, end) = (changes + n, end_lsn);
+                        bad.append(&mut b);
+                        opened_at.get_or_insert_with(tokio::time::Instant::now);
+                    } else if changes == 0 && bad.is_empty() && partial.is_none() {
+                        // A transaction of other tables: nothing pending, so it may be passed.
+                        end = end_lsn;
+                    }
+                    let bytes: u64 = logs.iter().map(ChangeLog::bytes).sum();
+                    if rollover.messages.is_some_and(|m| changes >= m) {
+                        reason = Some(RolloverReason::Messages);
+                    } else if rollover.size_bytes.is_some_and(|s| bytes >= s) || partial.is_some() {
+                        reason = Some(RolloverReason::Size);
+                    }
+                }
+                Some(Event::Full) => {
+                    // A transaction larger than the logs may hold: what they have goes through the plugin now.
+                    let slots = take_rows(&mut logs, &mut earlier)?;
+                    let (sinks, mut log) = match partial.take() {
+                        Some(Partial { sinks, log }) => (sinks, log),
+                        None => (self.sinks(start, start), PluginLog::default()),
+                    };
+                    let run = self.publish(slots, sinks).await;
+                    log.lines.extend(run.log.lines);
+                    match run.outcome {
+                        Ok(sinks) => partial = Some(Partial { sinks, log }),
+                        Err(e) => {
+                            return Ok(WorkerExit::Failed(format!(
+                                "the plugin failed on part of a batch larger than the logs hold ({e}): nothing of it was committed, and a restart reads it again"
+                            )));
                         }
-                        widen(rows)
-                    })
-                    .collect::<anyhow::Result<Vec<_>>>()?;
+                    }
+                }
+                Some(Event::Idle { wal_end }) => {
+                    let pending = changes > 0 || !bad.is_empty() || partial.is_some();
+                    if !pending && wal_end > start && last_idle_ack.elapsed() >= IDLE_ACK_EVERY {
+                        // Nothing pending: everything before `wal_end` was read, so the slot may pass it.
+                        self.node.catalog.set_position(&self.id, &self.key, 0, position, wal_end as i64)?;
+                        stream.acknowledge(wal_end);
+                        (position, start, end, last_idle_ack) =
+                            (Some(wal_end as i64), wal_end, wal_end, Instant::now());
+                    }
+                }
+                Some(Event::Evolved { slot, before }) => earlier[slot].extend(before),
+                Some(Event::Ended) => {
+                    bail!("the server ended the replication stream of slot {}", self.publisher.source.slot)
+                }
+            }
+            // A batch closes between transactions only.
+            if stream.in_transaction() {
+                continue;
+            }
+            let Some(reason) = reason.or(due.take()) else { continue };
+            if changes > 0 || !bad.is_empty() {
                 let bytes = logs.iter().map(ChangeLog::bytes).sum();
-                let closed =
-                    Closed { reason, slots, changes, bytes, bad: std::mem::take(&mut bad), from: position, start, end };
-                logs.iter_mut().for_each(|l| *l = ChangeLog::new(l.table().clone()));
-                let processed = match stopping {
-                    true => match tokio::time::timeout(self.options.shutdown_deadline, self.process(closed)).await {
+                let slots = take_rows(&mut logs, &mut earlier)?;
+                let closed = Closed {
+                    reason,
+                    slots,
+                    partial: partial.take(),
+                    changes,
+                    bytes,
+                    bad: std::mem::take(&mut bad),
+                    from: position,
+                    start,
+                    end,
+                };
+                let processed = match stop_by {
+                    Some(stop_by) => match tokio::time::timeout_at(stop_by, self.process(closed)).await {
                         Ok(processed) => processed,
                         Err(_) => {
                             self.emit(WorkerEvent::Dropped {
@@ -353,7 +401,7 @@ impl Worker {
                             return Ok(WorkerExit::Shutdown);
                         }
                     },
-                    false => self.process(closed).await,
+                    None => self.process(closed).await,
                 };
                 match processed {
                     Ok(()) => {
@@ -363,7 +411,7 @@ impl Worker {
                     Err(exit) => return Ok(exit),
                 }
             }
-            if stopping {
+            if stop_by.is_some() {
                 tracing::info!(publisher = %self.id, "change-log publisher stopped");
                 return Ok(WorkerExit::Shutdown);
             }
@@ -372,13 +420,33 @@ impl Worker {
 
     /// Publishes and commits a closed batch, retrying with backoff; `Err`:
     /// the publisher stops (failed for good, or shutdown during a backoff).
-    async fn process(&self, closed: Closed) -> Result<(), WorkerExit> {
+    async fn process(&self, mut closed: Closed) -> Result<(), WorkerExit> {
         let started_at_ms = now_ms();
         self.emit(WorkerEvent::Closed {
             reason: closed.reason,
             messages: closed.changes as usize,
             bytes: closed.bytes,
         });
+        // Part of it went through the plugin already: its rows are not held, so one attempt only.
+        if let Some(Partial { sinks, mut log }) = closed.partial.take() {
+            let t = Instant::now();
+            let run = self.publish(std::mem::take(&mut closed.slots), sinks).await;
+            log.lines.extend(run.log.lines);
+            let timings = Timings { publish: ms(t.elapsed()), plugin_cpu: ms(run.timing.cpu), ..Timings::default() };
+            let committed = match run.outcome {
+                Ok(sinks) => self.commit(&closed, sinks, log, started_at_ms, timings).await,
+                Err(e) => Err(anyhow::Error::new(e)),
+            };
+            return match committed {
+                Ok(execution) => {
+                    self.emit(WorkerEvent::Committed(execution));
+                    Ok(())
+                }
+                Err(e) => Err(WorkerExit::Failed(format!(
+                    "{e:#}: a batch larger than the logs hold is not tried again from memory; a restart reads it again"
+                ))),
+            };
+        }
         let (mut attempt, mut shutdown) = (0, self.shutdown.clone());
         loop {
             attempt += 1;
@@ -533,6 +601,21 @@ fn start_lsn(start: StartFrom) -> u64 {
         StartFrom::Tail => 0,
         StartFrom::Lsn(lsn) => lsn,
     }
+}
+
+/// Takes each table's rows out of its log (and those it finished under its
+/// earlier columns), in slot order.
+fn take_rows(logs: &mut [ChangeLog], earlier: &mut [Vec<RecordBatch>]) -> anyhow::Result<Vec<Vec<RecordBatch>>> {
+    logs.iter_mut()
+        .zip(earlier)
+        .map(|(log, earlier)| {
+            let mut rows = std::mem::take(earlier);
+            if log.rows() > 0 {
+                rows.push(log.finish());
+            }
+            widen(rows)
+        })
+        .collect()
 }
 
 /// A table's rows, those read under its earlier columns given its latest

@@ -30,6 +30,9 @@ pub enum Event {
     /// finished (`None`: there were none). Can come in the middle of a
     /// transaction; reading goes on from there.
     Evolved { slot: usize, before: Option<RecordBatch> },
+    /// The logs hold what [`ChangeStream::hold_at_most`] allows, in the middle
+    /// of a transaction: take their rows out before reading on.
+    Full,
     /// The server ended the stream.
     Ended,
 }
@@ -65,6 +68,8 @@ pub struct ChangeStream {
     sql: tokio_postgres::Client,
     /// Columns a table gained, not yet followed (kept across a cancelled read).
     growing: Option<(usize, Vec<RelationColumn>)>,
+    /// What the logs may hold in the middle of a transaction (bytes read).
+    hold_at_most: u64,
 }
 
 /// A replication session that has not started (to create the slot first).
@@ -106,7 +111,19 @@ impl ChangeStream {
             open: None,
             sql,
             growing: None,
+            hold_at_most: u64::MAX,
         })
+    }
+
+    /// Past `bytes` in the logs in the middle of a transaction, [`Event::Full`]
+    /// comes, so that no transaction is ever held whole.
+    pub fn hold_at_most(&mut self, bytes: u64) {
+        self.hold_at_most = bytes;
+    }
+
+    /// Whether a transaction is being read: a batch must not close inside it.
+    pub fn in_transaction(&self) -> bool {
+        self.open.is_some()
     }
 
     /// Tells the slot that everything before `lsn` is committed: the server
@@ -143,6 +160,9 @@ impl ChangeStream {
                 ReplicationEvent::XLogData { data, .. } => {
                     let message = pgoutput::parse(&data)?;
                     self.apply(message, logs)?;
+                    if self.open.is_some() && logs.iter().map(ChangeLog::bytes).sum::<u64>() >= self.hold_at_most {
+                        return Ok(Event::Full);
+                    }
                 }
                 ReplicationEvent::Commit { lsn, end_lsn, .. } => {
                     let Some(tx) = self.open.take() else { bail!("a commit at {lsn} with no transaction begun") };
