@@ -269,9 +269,13 @@ fn every_declaration_and_connection_file_in_the_guide_parses_and_validates() {
     let data = repo().join("guest-examples/data");
     let mut checked = 0;
     for block in blocks().iter().filter(|b| b.lang == "toml") {
-        if block.text.contains("[source.kafka]") {
+        if block.text.contains("[source.kafka]") || block.text.contains("[source.postgres_cdc]") {
             let declaration = Declaration::parse(&block.text).unwrap_or_else(|e| panic!("{}: {e}", block.at));
-            declaration.resolve(Some(&data)).unwrap_or_else(|e| panic!("{}: {e}", block.at));
+            declaration.resolve_any(Some(&data)).unwrap_or_else(|e| panic!("{}: {e}", block.at));
+        } else if block.text.contains("kind = \"postgres-cdc-in\"") {
+            let text = block.text.replace("kind = \"postgres-cdc-in\"", "");
+            toml::from_str::<weir::sources::postgres::PostgresConnection>(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", block.at));
         } else if block.text.contains("bootstrap_servers") {
             toml::from_str::<KafkaConnection>(&block.text).unwrap_or_else(|e| panic!("{}: {e}", block.at));
         } else {
