@@ -31,13 +31,7 @@ fn server() -> &'static Postgres {
 }
 
 fn connection(pg: &Postgres, database: &str) -> PostgresConnection {
-    PostgresConnection {
-        host: "127.0.0.1".into(),
-        port: pg.port,
-        database: database.into(),
-        user: "postgres".into(),
-        password: None,
-    }
+    pg.connection(database)
 }
 
 struct Harness {
@@ -179,6 +173,19 @@ async fn source_rows(client: &tokio_postgres::Client, table: &str) -> BTreeMap<i
     rows.iter().map(|r| (r.get(0), r.get(1))).collect()
 }
 
+/// Tables `orders` (5,000 rows) and `lines` (2,000), each `id` and `n`.
+async fn orders_and_lines(admin: &tokio_postgres::Client) {
+    admin
+        .batch_execute(
+            "CREATE TABLE orders (id bigserial PRIMARY KEY, n int NOT NULL);
+             INSERT INTO orders (n) SELECT g FROM generate_series(1, 5000) g;
+             CREATE TABLE lines (id bigserial PRIMARY KEY, n int NOT NULL);
+             INSERT INTO lines (n) SELECT g FROM generate_series(1, 2000) g;",
+        )
+        .await
+        .unwrap();
+}
+
 /// Inserts, updates and deletes in both tables, a transaction at a time (some touching both).
 async fn write(conn: PostgresConnection, from: i64, transactions: i64) {
     let client = conn.connect().await.unwrap();
@@ -203,15 +210,7 @@ async fn the_snapshot_and_every_change_commit_exactly_once_across_a_restart_one_
     pg.database("orders_db");
     let conn = connection(pg, "orders_db");
     let admin = conn.connect().await.unwrap();
-    admin
-        .batch_execute(
-            "CREATE TABLE orders (id bigserial PRIMARY KEY, n int NOT NULL);
-             INSERT INTO orders (n) SELECT g FROM generate_series(1, 5000) g;
-             CREATE TABLE lines (id bigserial PRIMARY KEY, n int NOT NULL);
-             INSERT INTO lines (n) SELECT g FROM generate_series(1, 2000) g;",
-        )
-        .await
-        .unwrap();
+    orders_and_lines(&admin).await;
     let h = Harness::new(conn.clone(), &["orders", "lines"], 200);
 
     // Writes run before, during and after the snapshot.
@@ -294,15 +293,7 @@ async fn killed_mid_snapshot_before_and_after_its_commits_it_still_commits_every
     pg.database("crashes");
     let conn = connection(pg, "crashes");
     let admin = conn.connect().await.unwrap();
-    admin
-        .batch_execute(
-            "CREATE TABLE orders (id bigserial PRIMARY KEY, n int NOT NULL);
-             INSERT INTO orders (n) SELECT g FROM generate_series(1, 5000) g;
-             CREATE TABLE lines (id bigserial PRIMARY KEY, n int NOT NULL);
-             INSERT INTO lines (n) SELECT g FROM generate_series(1, 2000) g;",
-        )
-        .await
-        .unwrap();
+    orders_and_lines(&admin).await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("publisher.toml"),

@@ -26,13 +26,7 @@ fn server() -> &'static Postgres {
 }
 
 fn connection(pg: &Postgres, database: &str) -> PostgresConnection {
-    PostgresConnection {
-        host: "127.0.0.1".into(),
-        port: pg.port,
-        database: database.into(),
-        user: "postgres".into(),
-        password: None,
-    }
+    pg.connection(database)
 }
 
 /// Reads `tables`, through a slot named after the database (slots are the server's, not a database's).

@@ -2,7 +2,8 @@
 //! the limits the server sets: the snapshot (rows/s into Arrow change logs)
 //! against `COPY … TO STDOUT` alone, and the stream (change events/s, into
 //! Arrow) against `pg_recvlogical` reading the same WAL through pgoutput to
-//! /dev/null, for inserts alone and for half updates, half inserts.
+//! /dev/null, for inserts alone and for half updates, half inserts; and the
+//! same WAL through a whole `postgres_cdc` publisher, plugin and commits included.
 //! `cargo bench -p weir --bench cdc` (needs Debian's `postgresql`, which
 //! `scripts/setup.sh` installs).
 
@@ -124,7 +125,10 @@ async fn stream(server: &postgres_server::Postgres, name: &str, updates: bool) {
     // Both slots are created before the changes, so both read the same WAL.
     drop(postgres::open(&conn, &plan, 0, tokio::sync::mpsc::channel(1).0).await.unwrap());
     client
-        .batch_execute(&format!("SELECT pg_create_logical_replication_slot('raw_{database}', 'pgoutput')"))
+        .batch_execute(&format!(
+            "SELECT pg_create_logical_replication_slot('raw_{database}', 'pgoutput');
+             SELECT pg_create_logical_replication_slot('pub_{database}', 'pgoutput')"
+        ))
         .await
         .unwrap();
     let transactions = CHANGES / PER_TRANSACTION;
@@ -181,4 +185,57 @@ async fn stream(server: &postgres_server::Postgres, name: &str, updates: bool) {
     let took = started.elapsed();
     assert_eq!(changes, CHANGES);
     line(&format!("stream, {name}: weir (pgoutput → Arrow)"), took, changes);
+
+    publisher(&conn, name, &format!("pub_{database}")).await;
+}
+
+/// The same WAL through a whole publisher: its batches (64 MiB or 100,000
+/// changes) through the passthrough plugin in the sandbox, written as the
+/// output table's files and committed with their positions, the Delta log
+/// written, the slot acknowledged; until every change is committed.
+async fn publisher(conn: &PostgresConnection, name: &str, slot: &str) {
+    use std::sync::Arc;
+    use weir::publisher::change_log::{PostgresCdcSource, Snapshot, StartFrom};
+    use weir::sources::postgres::publisher::{self, ChangeLogPublisher};
+
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Arc::new(weir::catalog::Catalog::open(dir.path()).unwrap());
+    let runtime = Arc::new(weir::plugin::Runtime::new(Default::default()).unwrap());
+    let guest = std::path::Path::new(env!("WEIR_GUESTS_DIR")).join("passthrough.wasm");
+    let plugin = runtime.load(&std::fs::read(guest).unwrap()).unwrap();
+    let budget = Arc::new(weir::stream::buffer::MemoryBudget::new(1 << 30));
+    let node = weir::stream::Node { catalog: catalog.clone(), runtime, budget, sources: Default::default() };
+    let source = PostgresCdcSource {
+        tables: vec!["events".into()],
+        publication: "bench".into(),
+        slot: slot.into(),
+        snapshot: Snapshot::None,
+        start_from: StartFrom::Tail,
+        time_rollover_seconds: 60,
+        size_rollover_mb: Some(64.0),
+        changes_rollover: Some(100_000),
+    };
+    let publisher = ChangeLogPublisher {
+        collection: "bench".into(),
+        name: "log".into(),
+        connection: conn.clone(),
+        source,
+        output_tables: vec!["events".into()],
+        flush_interval_mins: 1,
+        plugin,
+        limits: Default::default(),
+    };
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let started = Instant::now();
+    let run = tokio::spawn(publisher::run(publisher, node, Default::default(), None, shutdown));
+    let committed = || catalog.versions("bench", "events").unwrap().iter().map(|v| v.rows).sum::<u64>();
+    while committed() < CHANGES as u64 {
+        assert!(!run.is_finished(), "the publisher stopped");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = started.elapsed();
+    stop.send(true).unwrap();
+    run.await.unwrap().unwrap();
+    assert_eq!(committed(), CHANGES as u64);
+    line(&format!("stream, {name}: weir publisher (plugin, commit)"), took, CHANGES);
 }

@@ -414,30 +414,9 @@ impl Catalog {
         expected: Option<i64>,
         next: i64,
     ) -> Result<(), CatalogError> {
-        self.db.transaction(|tx| {
-            let moved = match expected {
-                None => tx.execute(
-                    "INSERT INTO source_offsets (publisher, topic, partition, next_offset) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (publisher, topic, partition) DO NOTHING",
-                    args![publisher, topic, partition, next],
-                )?,
-                Some(expected) => tx.execute(
-                    "UPDATE source_offsets SET next_offset = ?4
-                     WHERE publisher = ?1 AND topic = ?2 AND partition = ?3 AND next_offset = ?5",
-                    args![publisher, topic, partition, next, expected],
-                )?,
-            };
-            if moved != 1 {
-                let found = tx
-                    .query_opt(
-                        "SELECT next_offset FROM source_offsets WHERE publisher = ?1 AND topic = ?2 AND partition = ?3",
-                        args![publisher, topic, partition],
-                    )?
-                    .map(|r| r.get(0))
-                    .transpose()?;
-                return Err(CatalogError::ConflictingOffsets { topic: topic.into(), partition, expected, found });
-            }
-            Ok(())
+        self.db.transaction(|tx| match move_offset(tx, publisher, topic, partition, expected, next)? {
+            Ok(()) => Ok(()),
+            Err(found) => Err(CatalogError::ConflictingOffsets { topic: topic.into(), partition, expected, found }),
         })
     }
 
@@ -661,7 +640,36 @@ impl Catalog {
 /// why when it did not apply.
 fn advance(tx: &mut dyn Sql, batch: &BatchCommit<'_>, range: &PartitionRange) -> Result<(), CatalogError> {
     let (publisher, topic, partition, next) = (batch.publisher, batch.topic, range.partition, range.last + 1);
-    let moved = match range.expected {
+    let moved = move_offset(tx, publisher, topic, partition, range.expected, next)?;
+    let found = match moved {
+        Ok(()) => range.expected,
+        Err(found) => found,
+    };
+    if let Some(next) = found.filter(|next| range.first < *next) {
+        return Err(CatalogError::OverlapsCommitted { topic: topic.to_string(), partition, first: range.first, next });
+    }
+    if moved.is_err() {
+        return Err(CatalogError::ConflictingOffsets {
+            topic: topic.to_string(),
+            partition,
+            expected: range.expected,
+            found,
+        });
+    }
+    Ok(())
+}
+
+/// Moves a partition's next offset from `expected` (`None`: none stored) to
+/// `next`, compare-and-set; when it was not `expected`, the offset found.
+fn move_offset(
+    tx: &mut dyn Sql,
+    publisher: &str,
+    topic: &str,
+    partition: i32,
+    expected: Option<i64>,
+    next: i64,
+) -> Result<Result<(), Option<i64>>, CatalogError> {
+    let moved = match expected {
         None => tx.execute(
             "INSERT INTO source_offsets (publisher, topic, partition, next_offset) VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT (publisher, topic, partition) DO NOTHING",
@@ -673,28 +681,17 @@ fn advance(tx: &mut dyn Sql, batch: &BatchCommit<'_>, range: &PartitionRange) ->
             args![publisher, topic, partition, next, expected],
         )?,
     };
-    let found = if moved == 1 {
-        range.expected
-    } else {
-        tx.query_opt(
+    if moved == 1 {
+        return Ok(Ok(()));
+    }
+    let found = tx
+        .query_opt(
             "SELECT next_offset FROM source_offsets WHERE publisher = ?1 AND topic = ?2 AND partition = ?3",
             args![publisher, topic, partition],
         )?
         .map(|r| r.get(0))
-        .transpose()?
-    };
-    if let Some(next) = found.filter(|next| range.first < *next) {
-        return Err(CatalogError::OverlapsCommitted { topic: topic.to_string(), partition, first: range.first, next });
-    }
-    if moved != 1 {
-        return Err(CatalogError::ConflictingOffsets {
-            topic: topic.to_string(),
-            partition,
-            expected: range.expected,
-            found,
-        });
-    }
-    Ok(())
+        .transpose()?;
+    Ok(Err(found))
 }
 
 /// A version's files: objects, or (committed before they were) plain paths,

@@ -155,6 +155,17 @@ impl Postgres {
         self.bin.join(name)
     }
 
+    /// A `postgres-cdc-in` connection to `database`, as the superuser.
+    pub fn connection(&self, database: &str) -> weir::sources::postgres::PostgresConnection {
+        weir::sources::postgres::PostgresConnection {
+            host: "127.0.0.1".into(),
+            port: self.port,
+            database: database.into(),
+            user: "postgres".into(),
+            password: None,
+        }
+    }
+
     pub fn url(&self, database: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
     }

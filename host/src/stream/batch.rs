@@ -165,11 +165,7 @@ impl Batches {
                             }
                         }
                     }
-                    let backoff = self
-                        .options
-                        .first_backoff
-                        .saturating_mul(1 << (tries - 1).min(16))
-                        .min(self.options.max_backoff);
+                    let backoff = self.options.backoff(tries);
                     // An attempt that will be tried again is `retrying`; the last one `failed`.
                     let execution = self.execution(
                         if last { "failed" } else { "retrying" },

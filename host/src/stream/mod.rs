@@ -120,6 +120,33 @@ pub enum WorkerExit {
     Failed(String),
 }
 
+impl WorkerOptions {
+    /// How long to wait before the next try after `tries` failed ones.
+    pub fn backoff(&self, tries: u32) -> Duration {
+        self.first_backoff.saturating_mul(1 << (tries.max(1) - 1).min(16)).min(self.max_backoff)
+    }
+}
+
+/// Brings each of a publisher's tables' Delta logs up to the catalog before
+/// its worker starts. A table another writer changed so that weir cannot
+/// write into it stops the publisher here; the log failing for another
+/// reason (a store outage) is waited out by the batches.
+pub async fn sync_tables(node: &Node, publisher: &str, collection: &str, tables: &[String]) -> anyhow::Result<()> {
+    for table in tables {
+        let (catalog, collection, table) = (node.catalog.clone(), collection.to_string(), table.clone());
+        let synced = tokio::task::spawn_blocking(move || crate::tables::delta::sync(&catalog, &collection, &table))
+            .await
+            .expect("writing the Delta log does not panic");
+        if let Err(e) = synced {
+            if e.downcast_ref::<crate::tables::delta::Blocked>().is_some() {
+                return Err(e);
+            }
+            tracing::warn!(%publisher, error = %format!("{e:#}"), "bringing the Delta log of a table up to the catalog (tried again before each batch)");
+        }
+    }
+    Ok(())
+}
+
 /// Resolves once shutdown is asked for (or its sender is gone).
 async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stop| *stop).await;

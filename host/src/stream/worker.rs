@@ -19,7 +19,6 @@ use crate::formats::RawMessage;
 use crate::publisher::StreamPublisher;
 use crate::publisher::source::{Rollover, RolloverReason};
 use crate::sources::{self, Opened, Ready, Source, SourceEvent};
-use crate::tables;
 
 static WORKER_IDS: AtomicU64 = AtomicU64::new(1);
 
@@ -77,19 +76,7 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<WorkerExit> {
     let id = publisher.id();
-    // Its table's Delta log first has every version the catalog has. A table another
-    // writer changed so that weir cannot write into it stops the publisher here; the log
-    // failing for another reason (a store outage) is waited out by the batches.
-    let (catalog, collection, table) = (node.catalog.clone(), publisher.collection.clone(), publisher.output_table());
-    let synced = tokio::task::spawn_blocking(move || tables::delta::sync(&catalog, &collection, &table))
-        .await
-        .expect("writing the Delta log does not panic");
-    if let Err(e) = synced {
-        if e.downcast_ref::<tables::delta::Blocked>().is_some() {
-            return Err(e);
-        }
-        tracing::warn!(publisher = %id, error = %format!("{e:#}"), "bringing the Delta log of the table up to the catalog (tried again before each batch)");
-    }
+    super::sync_tables(&node, &id, &publisher.collection, &[publisher.output_table()]).await?;
     let observer = events.clone().map(|events| -> crate::formats::writers::Observer {
         Arc::new(move |event| {
             let _ = events.send(WorkerEvent::Registry(event));

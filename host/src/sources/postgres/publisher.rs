@@ -101,18 +101,7 @@ pub async fn run(
     events: Option<mpsc::UnboundedSender<WorkerEvent>>,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<WorkerExit> {
-    for table in &publisher.output_tables {
-        let (catalog, collection, table) = (node.catalog.clone(), publisher.collection.clone(), table.clone());
-        let synced = tokio::task::spawn_blocking(move || tables::delta::sync(&catalog, &collection, &table))
-            .await
-            .expect("writing the Delta log does not panic");
-        if let Err(e) = synced {
-            if e.downcast_ref::<tables::delta::Blocked>().is_some() {
-                return Err(e);
-            }
-            tracing::warn!(publisher = %publisher.id(), error = %format!("{e:#}"), "bringing a table's Delta log up to the catalog");
-        }
-    }
+    crate::stream::sync_tables(&node, &publisher.id(), &publisher.collection, &publisher.output_tables).await?;
     let mut worker =
         Worker { id: publisher.id(), key: publisher.position_key(), publisher, node, options, events, shutdown };
     worker.run().await
@@ -202,7 +191,7 @@ impl Worker {
                 reason: RolloverReason::Snapshot,
                 slots: Vec::new(),
                 partial: None,
-                changes: rows,
+                changes: rows + bad.len() as u64,
                 bytes: 0,
                 bad,
                 from: position,
@@ -465,9 +454,13 @@ impl Worker {
                 Err(e) => format!("{e:#}"),
             };
             let last = attempt >= self.options.max_attempts;
-            let backoff =
-                self.options.first_backoff.saturating_mul(1 << (attempt - 1).min(16)).min(self.options.max_backoff);
+            let backoff = self.options.backoff(attempt);
             tracing::warn!(publisher = %self.id, attempt, %error, "batch attempt failed");
+            let mut execution = self.execution(&closed, if last { "failed" } else { "retrying" }, started_at_ms);
+            execution.error = Some(error.clone());
+            if let Err(e) = self.node.catalog.record(&execution) {
+                tracing::error!(publisher = %self.id, error = %e, "recording the failed execution");
+            }
             self.emit(WorkerEvent::AttemptFailed {
                 attempt,
                 of: self.options.max_attempts,
@@ -481,6 +474,35 @@ impl Worker {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = shutdown.wait_for(|stop| *stop) => return Err(WorkerExit::Shutdown),
             }
+        }
+    }
+
+    /// Where a batch starts and ends, as the catalog keeps it.
+    fn range(&self, closed: &Closed) -> PartitionRange {
+        PartitionRange {
+            partition: 0,
+            first: closed.from.unwrap_or(0).max(closed.start as i64),
+            last: closed.end as i64 - 1,
+            expected: closed.from,
+        }
+    }
+
+    /// The record of an attempt at a batch.
+    fn execution(&self, closed: &Closed, status: &str, started_at_ms: i64) -> Execution {
+        Execution {
+            id: 0,
+            publisher: self.id.clone(),
+            status: status.into(),
+            rollover_reason: closed.reason.as_str().into(),
+            rows_in: closed.changes,
+            rows_out: 0,
+            dead_letters: closed.bad.len() as u64,
+            offsets: vec![self.range(closed)],
+            table_version: None,
+            started_at_ms,
+            timings_ms: Timings::default(),
+            plugin_log: serde_json::Value::Null,
+            error: None,
         }
     }
 
@@ -526,27 +548,13 @@ impl Worker {
         mut timings: Timings,
     ) -> anyhow::Result<Execution> {
         let t = Instant::now();
-        let range = PartitionRange {
-            partition: 0,
-            first: closed.from.unwrap_or(0).max(closed.start as i64),
-            last: closed.end as i64 - 1,
-            expected: closed.from,
-        };
+        let range = self.range(closed);
         let dead: Vec<DeadLetter> = closed.bad.iter().map(dead_letter).collect();
         let mut execution = Execution {
-            id: 0,
-            publisher: self.id.clone(),
-            status: "committed".into(),
-            rollover_reason: closed.reason.as_str().into(),
-            rows_in: closed.changes + dead.len() as u64,
             rows_out: sinks.rows(),
-            dead_letters: dead.len() as u64,
-            offsets: vec![range],
-            table_version: None,
-            started_at_ms,
             timings_ms: timings,
             plugin_log: serde_json::to_value(&log).unwrap_or_default(),
-            error: None,
+            ..self.execution(closed, "committed", started_at_ms)
         };
         let (catalog, collection, id, key) =
             (self.node.catalog.clone(), self.publisher.collection.clone(), self.id.clone(), self.key.clone());
