@@ -43,10 +43,14 @@ struct Harness {
 
 impl Harness {
     fn new(conn: PostgresConnection, tables: &[&str], changes_rollover: u64) -> Self {
+        Self::with_plugin(conn, tables, changes_rollover, &common::guest("passthrough"))
+    }
+
+    fn with_plugin(conn: PostgresConnection, tables: &[&str], changes_rollover: u64, component: &[u8]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let catalog = Arc::new(Catalog::open(dir.path()).unwrap());
         let runtime = Arc::new(common::runtime());
-        let plugin = runtime.load(&common::guest("passthrough")).unwrap();
+        let plugin = runtime.load(component).unwrap();
         let node = Node {
             catalog: catalog.clone(),
             runtime,
@@ -393,4 +397,33 @@ async fn a_transaction_larger_than_a_batch_goes_through_the_plugin_in_parts_and_
     let versions = h.catalog.versions("events", "big").unwrap();
     assert_eq!(versions.iter().filter(|v| v.rows > 0).count(), 1, "one version: {versions:?}");
     assert_eq!(replay(&h.rows("big")), source_rows(&admin, "big").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_and_javascript_plugins_see_one_slot_a_source_table_too() {
+    let pg = server();
+    for (language, component) in
+        [("python", common::python_guest("passthrough")), ("javascript", common::js_guest("passthrough"))]
+    {
+        let database = format!("slots_{language}");
+        pg.database(&database);
+        let conn = connection(pg, &database);
+        let admin = conn.connect().await.unwrap();
+        orders_and_lines(&admin).await;
+        let h = Harness::with_plugin(conn.clone(), &["orders", "lines"], 200, &component);
+        let mut running = h.start();
+        write(conn.clone(), 0, 300).await;
+        committed_past(&h, &mut running, wal_now(&admin).await - 1).await;
+        assert_eq!(running.stop().await, WorkerExit::Shutdown);
+
+        assert_eq!(replay(&h.rows("orders")), source_rows(&admin, "orders").await, "{language}");
+        assert_eq!(replay(&h.rows("lines")), source_rows(&admin, "lines").await, "{language}");
+        let snapshot = &h.catalog.executions(&h.publisher.id()).unwrap()[0];
+        let said: Vec<&str> =
+            snapshot.plugin_log["lines"].as_array().unwrap().iter().filter_map(|l| l["message"].as_str()).collect();
+        // Slot by slot, each into its own table (the writer may have come first: more rows than created).
+        let [orders, lines] = said[..] else { panic!("{language}: {said:?}") };
+        assert!(orders.starts_with("passed 50") && orders.ends_with(" rows from orders into orders"), "{orders}");
+        assert!(lines.starts_with("passed 20") && lines.ends_with(" rows from lines into lines"), "{lines}");
+    }
 }

@@ -146,7 +146,7 @@ impl Worker {
         let (chunks, mut received) = mpsc::channel(2);
         let connection = self.publisher.connection.clone();
         let opening = tokio::spawn(async move { super::open(&connection, &plan, resume, chunks).await });
-        let (mut sinks, mut rows) = (None, 0u64);
+        let (mut sinks, mut rows, mut snapshot_log) = (None, 0u64, PluginLog::default());
         let mut shutdown_seen = self.shutdown.clone();
         if snapshot {
             let mut held: Vec<Vec<RecordBatch>> = vec![Vec::new(); self.publisher.output_tables.len()];
@@ -171,6 +171,7 @@ impl Worker {
                     let slots = std::mem::replace(&mut held, vec![Vec::new(); self.publisher.output_tables.len()]);
                     let output = sinks.take().unwrap_or_else(|| self.sinks(0, 0));
                     let run = self.publish(slots, output).await;
+                    snapshot_log.lines.extend(run.log.lines);
                     sinks = Some(run.outcome.map_err(|e| anyhow::anyhow!("the plugin failed on the snapshot: {e}"))?);
                     bytes = 0;
                 }
@@ -198,7 +199,7 @@ impl Worker {
                 start: 0,
                 end: at,
             };
-            let execution = self.commit(&closed, output, PluginLog::default(), now_ms(), Timings::default()).await?;
+            let execution = self.commit(&closed, output, snapshot_log, now_ms(), Timings::default()).await?;
             opened.stream.acknowledge(at);
             self.emit(WorkerEvent::Committed(execution));
             position = Some(at as i64);
