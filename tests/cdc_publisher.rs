@@ -311,10 +311,17 @@ async fn killed_mid_snapshot_before_and_after_its_commits_it_still_commits_every
     )
     .unwrap();
 
-    let writer = tokio::spawn(async move {
-        for round in 0..12 {
-            write(connection(server(), "crashes"), round * 300, 300).await;
-            tokio::time::sleep(Duration::from_millis(300)).await;
+    // The writer goes on until the kills are done, so that every run has changes to commit.
+    let writing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let writer = tokio::spawn({
+        let writing = writing.clone();
+        async move {
+            let mut round = 0;
+            while writing.load(std::sync::atomic::Ordering::Relaxed) {
+                write(connection(server(), "crashes"), round * 300, 300).await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                round += 1;
+            }
         }
     });
     // Killed where it hurts, each point once or more; then at random moments.
@@ -335,6 +342,7 @@ async fn killed_mid_snapshot_before_and_after_its_commits_it_still_commits_every
         child.kill().unwrap();
         child.wait().unwrap();
     }
+    writing.store(false, std::sync::atomic::Ordering::Relaxed);
     writer.await.unwrap();
 
     // Then it runs until the slot is acknowledged past the last write, and stops on SIGTERM.
